@@ -1,0 +1,47 @@
+"""Time-sortable unique ids (ULID-style, Crockford base32).
+
+48 bits of milliseconds then 80 bits that are random for the first id of a
+millisecond and incremented after it, so ids made by one process are strictly
+increasing and ids made by concurrent processes collide with negligible odds.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+_lock = threading.Lock()
+_last_ms = -1
+_last_rand = 0
+
+
+def _encode(value: int, length: int) -> str:
+    out = []
+    for _ in range(length):
+        out.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(out))
+
+
+def new_id(now_ms: int | None = None) -> str:
+    """A 26-character lowercase ULID; lexical order is creation order."""
+    global _last_ms, _last_rand
+    with _lock:
+        ms = int(time.time() * 1000) if now_ms is None else now_ms
+        if ms <= _last_ms:
+            ms = _last_ms
+            _last_rand += 1
+        else:
+            _last_rand = int.from_bytes(os.urandom(10), "big") >> 1
+        _last_ms = ms
+        return _encode(ms, 10) + _encode(_last_rand & ((1 << 80) - 1), 16)
+
+
+def id_time_ms(ident: str) -> int:
+    """Milliseconds since the epoch encoded in an id made by :func:`new_id`."""
+    value = 0
+    for ch in ident[:10].lower():
+        value = value * 32 + _ALPHABET.index(ch)
+    return value

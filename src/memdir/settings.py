@@ -1,0 +1,207 @@
+"""Settings: one frozen value, resolved at each entry point.
+
+Precedence: explicit overrides (flags) > ``MEMDIR_<SECTION>_<KEY>`` environment
+variables > ``<root>/.memdir/config.toml`` > defaults. Every field below is a
+setting and is documented in ``docs/settings.md`` (a test checks this).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    episodes_path_prefix: str = "episodes/"
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    max_file_bytes: int = 32 * 1024 * 1024
+    git_commit: bool = True
+    git_batch_seconds: float = 0.0
+    lock_timeout_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    default_limit: int = 10
+    mode: str = "auto"
+
+
+@dataclass(frozen=True)
+class EmbeddingsSettings:
+    enabled: bool = True
+    provider: str = "minilm"
+    model: str = ""
+    batch_size: int = 32
+    base_url: str = ""
+    api_key_env: str = ""
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    provider: str = ""
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = ""
+    timeout_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    compactor: str = "default"
+    compact_max_chars: int = 1200
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    snapshot_token_cap: int = 1500
+    distill_age_days: int = 14
+    quarantine_threshold: float = 0.1
+    writer: str = "extractive"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 3333
+    max_body_bytes: int = 33 * 1024 * 1024
+    tokens: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    memory: MemorySettings = field(default_factory=MemorySettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    embeddings: EmbeddingsSettings = field(default_factory=EmbeddingsSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    turns: TurnSettings = field(default_factory=TurnSettings)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+
+    def replace(self, **sections: Mapping[str, Any]) -> Settings:
+        """A copy with some fields changed: ``s.replace(store={"git_commit": False})``."""
+        return _apply(self, sections, source="override")
+
+
+SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings))
+
+
+def config_path(root: Path) -> Path:
+    return root / ".memdir" / "config.toml"
+
+
+def _coerce(value: Any, current: Any, where: str) -> Any:
+    if isinstance(current, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+            return True
+        if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off"}:
+            return False
+        raise ConfigError(f"{where}: expected true or false, got {value!r}")
+    if isinstance(current, int):
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+    if isinstance(current, float):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+    if isinstance(current, tuple):
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where}: expected a list")
+        return tuple(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _apply(base: Settings, data: Mapping[str, Any], source: str) -> Settings:
+    changed: dict[str, Any] = {}
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{source}: unknown settings section [{section}]")
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{source}: [{section}] must be a table")
+        current = getattr(base, section)
+        names = {f.name for f in dataclasses.fields(current)}
+        updates = {}
+        for key, value in values.items():
+            if key not in names:
+                raise ConfigError(f"{source}: unknown setting {section}.{key}")
+            updates[key] = _coerce(value, getattr(current, key), f"{source}: {section}.{key}")
+        changed[section] = dataclasses.replace(current, **updates)
+    return dataclasses.replace(base, **changed)
+
+
+def _from_env(base: Settings, environ: Mapping[str, str]) -> Settings:
+    data: dict[str, dict[str, Any]] = {}
+    for section in SECTIONS:
+        for f in dataclasses.fields(getattr(base, section)):
+            name = f"MEMDIR_{section.upper()}_{f.name.upper()}"
+            if name in environ and f.name != "tokens":
+                data.setdefault(section, {})[f.name] = environ[name]
+    return _apply(base, data, source="environment") if data else base
+
+
+def read_config(root: Path) -> dict[str, Any]:
+    """The raw TOML of a store's config ({} when absent)."""
+    path = config_path(root)
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def load(
+    root: Path | None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve settings for a store root (or for no store when ``root`` is None)."""
+    settings = Settings()
+    if root is not None:
+        raw = read_config(root)
+        raw.pop("harness", None)  # pinned hash, managed by the engine, not a setting
+        settings = _apply(settings, raw, source=str(config_path(root)))
+    settings = _from_env(settings, os.environ if environ is None else environ)
+    if overrides:
+        settings = _apply(settings, overrides, source="override")
+    return settings
+
+
+def default_config_toml() -> str:
+    """The commented config written by ``memdir init``."""
+    lines = ["# memdir settings; see docs/settings.md for every key.", ""]
+    for section in SECTIONS:
+        lines.append(f"[{section}]")
+        for f in dataclasses.fields(getattr(Settings(), section)):
+            value = getattr(getattr(Settings(), section), f.name)
+            if f.name == "tokens":
+                continue
+            lines.append(f"# {f.name} = {_toml_value(value)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
