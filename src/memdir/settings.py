@@ -45,6 +45,10 @@ class EmbeddingsSettings:
     batch_size: int = 32
     base_url: str = ""
     api_key_env: str = ""
+    tokenizer_path: str = ""
+    threads: int = 0
+    chunk_tokens: int = 200
+    chunk_overlap: int = 40
 
 
 @dataclass(frozen=True)

