@@ -1,0 +1,448 @@
+"""YAML frontmatter: read it as KiwiFS does, write it so it reads back the same.
+
+A document's frontmatter is the YAML between a first line ``---`` (line 1, trailing spaces and
+CRLF tolerated) and the next ``---`` line. Reading follows KiwiFS's YAML 1.1 typing: unquoted
+dates and timestamps stay strings; ``y``, ``yes``, ``on`` (and ``n``, ``no``, ``off``) are
+booleans; ``42``, ``0x1f``, ``1_000`` are ints; ``1.5`` and ``1e3`` are floats. Sexagesimal
+numbers (``1:30``) are strings. Invalid YAML reads as an empty mapping with ``error`` set.
+
+Writing comes in two forms: :func:`render` builds a new document from a mapping (PyYAML), and
+:func:`edit` changes an existing one in place (ruamel.yaml round-trip), keeping key order,
+comments, quoting and the body byte for byte. Both quote a string whenever the plain form would
+read back as another type (``"42"``, ``"yes"``, ``"2026-01-01"``, ``"null"``, ``""``).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.nodes import ScalarNode
+
+from memdir.errors import InvalidDocument
+
+__all__ = ["Parsed", "edit", "load_strict", "parse", "plain_type", "render"]
+
+_STR = "tag:yaml.org,2002:str"
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_BOOL = "tag:yaml.org,2002:bool"
+_NULL = "tag:yaml.org,2002:null"
+_MERGE = "tag:yaml.org,2002:merge"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+_CLOSE_RE = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+
+
+@dataclass(slots=True)
+class Parsed:
+    """The result of :func:`parse`."""
+
+    fm: dict[str, Any]
+    body: str
+    has_block: bool
+    error: str | None = None
+    raw: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# Scalar typing (YAML 1.1 as KiwiFS reads it)
+
+_MAP: dict[str, tuple[str, Any]] = {}
+for _words, _tag, _value in (
+    (("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), _BOOL, True),
+    (("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), _BOOL, False),
+    (("", "~", "null", "Null", "NULL"), _NULL, None),
+    ((".nan", ".NaN", ".NAN"), _FLOAT, math.nan),
+    ((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), _FLOAT, math.inf),
+    (("-.inf", "-.Inf", "-.INF"), _FLOAT, -math.inf),
+    (("<<",), _MERGE, "<<"),
+):
+    for _w in _words:
+        _MAP[_w] = (_tag, _value)
+
+_NUMERIC_START = frozenset("+-0123456789")
+_DOT_FLOAT_RE = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?\Z")
+_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
+_INT_RE = re.compile(
+    r"([-+]?)(?:0[bB]([01]+)|0[oO]([0-7]+)|0[xX]([0-9a-fA-F]+)|0([0-7]+)|([0-9]+))\Z"
+)
+_INT64_MIN = -(2**63)
+_UINT64_MAX = 2**64 - 1
+# PyYAML's own timestamp pattern; used on write only, so that date-like strings are quoted.
+_TIMESTAMP_RE = re.compile(
+    r"""[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?
+    (?:(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
+    (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)?\Z""",
+    re.VERBOSE,
+)
+_SEXAGESIMAL_RE = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?\Z")
+
+
+def _parse_int(plain: str) -> int | None:
+    m = _INT_RE.match(plain)
+    if m is None:
+        return None
+    sign, b2, b8o, b16, b8, b10 = m.groups()
+    if b2 is not None:
+        v = int(b2, 2)
+    elif b8o is not None:
+        v = int(b8o, 8)
+    elif b16 is not None:
+        v = int(b16, 16)
+    elif b8 is not None:
+        v = int(b8, 8)
+    else:
+        if len(b10) > 1 and b10[0] == "0":
+            return None  # "08", "09": not octal; KiwiFS reads these as floats
+        v = int(b10)
+    if sign == "-":
+        v = -v
+    if v < _INT64_MIN or v > _UINT64_MAX or (sign and v > 2**63 - 1):
+        return None
+    return v
+
+
+def _resolve_plain(value: str) -> tuple[str, Any]:
+    """Tag and value of an unquoted scalar, as KiwiFS's YAML reader types it."""
+    hit = _MAP.get(value)
+    if hit is not None:
+        return hit
+    first = value[0]
+    if first == ".":
+        if _DOT_FLOAT_RE.match(value):
+            return _FLOAT, float(value)
+    elif first in _NUMERIC_START:
+        plain = value.replace("_", "")
+        iv = _parse_int(plain)
+        if iv is not None:
+            return _INT, iv
+        if _FLOAT_RE.match(plain):
+            fv = float(plain)
+            if not math.isinf(fv):
+                return _FLOAT, fv
+    return _STR, value
+
+
+def plain_type(value: str) -> type:
+    """The Python type an unquoted ``value`` would read back as (``str`` when unchanged)."""
+    tag, v = _resolve_plain(value)
+    return str if tag in (_STR, _MERGE) else type(v)
+
+
+def _needs_quotes(value: str) -> bool:
+    """True when ``value`` written plain would not read back as this string in some reader."""
+    if not value:
+        return True
+    tag, _ = _resolve_plain(value)
+    if tag != _STR:
+        return True
+    return bool(_TIMESTAMP_RE.match(value) or _SEXAGESIMAL_RE.match(value) or value == "=")
+
+
+try:
+    _BaseLoader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML without libyaml
+    _BaseLoader = yaml.SafeLoader
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc]
+    """PyYAML safe loader with KiwiFS's scalar typing (no timestamps, no sexagesimal)."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is ScalarNode and implicit[0]:
+            return _resolve_plain(value)[0]
+        if kind is ScalarNode:
+            return _STR
+        tag: str = super().resolve(kind, value, implicit)
+        return tag
+
+
+def _construct_typed(loader: _Loader, node: ScalarNode) -> Any:
+    tag, value = _resolve_plain(node.value)
+    if tag == node.tag:
+        return value
+    # An explicit tag (``!!int "7"``): fall back to PyYAML's own constructors.
+    fallback = {
+        _INT: yaml.SafeLoader.construct_yaml_int,
+        _FLOAT: yaml.SafeLoader.construct_yaml_float,
+        _BOOL: yaml.SafeLoader.construct_yaml_bool,
+        _NULL: yaml.SafeLoader.construct_yaml_null,
+    }[node.tag]
+    return fallback(loader, node)
+
+
+def _construct_timestamp(loader: _Loader, node: ScalarNode) -> str:
+    return str(node.value)
+
+
+for _t in (_INT, _FLOAT, _BOOL, _NULL):
+    _Loader.add_constructor(_t, _construct_typed)
+_Loader.add_constructor(_TIMESTAMP, _construct_timestamp)
+
+
+def _split(text: str) -> tuple[bool, str, str, str, str]:
+    """(has_block, open_line, raw, close_line, body); lines keep their line breaks."""
+    if not text.startswith("---"):
+        return False, "", "", "", text
+    nl = text.find("\n")
+    first = text if nl < 0 else text[: nl + 1]
+    if first.rstrip(" \t\r\n") != "---":
+        return False, "", "", "", text
+    if nl < 0:
+        return False, "", "", "", text
+    start = nl + 1
+    m = _CLOSE_RE.search(text, start)
+    if m is None:
+        return False, "", "", "", text
+    end = m.end()
+    if end < len(text):  # the "\n" that ends the closing line
+        end += 1
+    return True, first, text[start : m.start()], text[m.start() : end], text[end:]
+
+
+def _mark_text(err: yaml.YAMLError) -> str:
+    problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err)
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    if mark is not None:
+        # +2: one for 1-based lines, one for the opening "---" line.
+        return f"{problem} (line {mark.line + 2}, column {mark.column + 1})"
+    return str(problem)
+
+
+def _load(raw: str) -> tuple[dict[str, Any], str | None]:
+    if not raw.strip():
+        return {}, None
+    try:
+        data = yaml.load(raw, Loader=_Loader)
+    except yaml.YAMLError as err:
+        return {}, f"invalid YAML frontmatter: {_mark_text(err)}"
+    except (TypeError, ValueError, OverflowError) as err:  # unhashable keys, odd tags
+        return {}, f"invalid YAML frontmatter: {err}"
+    if data is None:
+        return {}, None
+    if not isinstance(data, dict):
+        return {}, f"frontmatter is not a mapping (got {type(data).__name__})"
+    return data, None
+
+
+def parse(text: str) -> Parsed:
+    """Split ``text`` into frontmatter and body. Never raises on bad YAML."""
+    has_block, _, raw, _, body = _split(text)
+    if not has_block:
+        return Parsed({}, text, False, None, "")
+    fm, error = _load(raw)
+    return Parsed(fm, body, True, error, raw)
+
+
+def load_strict(text: str) -> dict[str, Any]:
+    """The frontmatter of document ``text``; raises InvalidDocument when it does not parse."""
+    has_block, _, raw, _, _ = _split(text)
+    if not has_block:
+        return {}
+    fm, error = _load(raw)
+    if error is not None:
+        raise InvalidDocument(error)
+    return fm
+
+
+# --------------------------------------------------------------------------------------------
+# render: a new document
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe dumper that quotes every string whose plain form would change type on re-read."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        tag: str
+        if kind is ScalarNode and implicit[0]:
+            tag = _resolve_plain(value)[0]
+            if tag == _STR and _needs_quotes(value):
+                return "!quoted"  # never equal to the str tag: forces quoting
+            return tag
+        tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # Indent block sequences under their key ("key:\n  - a") for readability.
+        super().increase_indent(flow, False)
+
+
+_ODD_BREAKS_RE = re.compile("[\r\x85\u2028\u2029\ufeff]")
+
+
+def _represent_str(dumper: _Dumper, data: str) -> ScalarNode:
+    if _ODD_BREAKS_RE.search(data):
+        return dumper.represent_scalar(_STR, data, style='"')
+    if "\n" in data and data.strip("\n") and not data.startswith(" "):
+        return dumper.represent_scalar(_STR, data, style="|")
+    return dumper.represent_scalar(_STR, data)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def _dump(fm: dict[str, Any]) -> str:
+    out: str = yaml.dump(
+        fm,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=4096,
+    )
+    return out
+
+
+def render(fm: dict[str, Any], body: str) -> str:
+    """A new document: ``fm`` as frontmatter (keys in order), then ``body`` unchanged.
+
+    With an empty ``fm`` the body is returned alone, unless it would itself read as
+    frontmatter, in which case an empty block is written first.
+    """
+    if not fm:
+        return "---\n---\n" + body if _split(body)[0] else body
+    return "---\n" + _dump(fm) + "---\n" + body
+
+
+# --------------------------------------------------------------------------------------------
+# edit: a round-trip change of an existing document
+
+
+def _rt_classes() -> tuple[type, type, type]:
+    from ruamel.yaml.constructor import RoundTripConstructor
+    from ruamel.yaml.nodes import ScalarNode as RtScalarNode
+    from ruamel.yaml.representer import RoundTripRepresenter
+
+    class Plain(str):
+        """A plain scalar read from the document: written back exactly as it was."""
+
+        __slots__ = ()
+
+    class Constructor(RoundTripConstructor):
+        pass
+
+    def construct_plain_timestamp(self: Any, node: Any) -> Plain:
+        return Plain(node.value)
+
+    Constructor.add_constructor("tag:yaml.org,2002:timestamp", construct_plain_timestamp)
+
+    class Representer(RoundTripRepresenter):
+        pass
+
+    def represent_plain(self: Any, data: Plain) -> Any:
+        tag = self.dumper.resolver.resolve(RtScalarNode, str(data), (True, False))
+        return self.represent_scalar(getattr(tag, "suffix", tag), str(data), style=None)
+
+    def represent_new_str(self: Any, data: str) -> Any:
+        if _needs_quotes(data) or _ODD_BREAKS_RE.search(data):
+            return self.represent_scalar(_STR, data, style='"')
+        return self.represent_str(data)
+
+    Representer.add_representer(Plain, represent_plain)
+    Representer.add_representer(str, represent_new_str)
+    return Plain, Constructor, Representer
+
+
+_RT: tuple[type, type, type] | None = None
+
+_SEQ_INDENT_RE = re.compile(r"^( *)[^\s#-][^\n]*:[ \t]*\r?\n(?:[ \t]*\r?\n)*( *)- ", re.MULTILINE)
+_MAP_INDENT_RE = re.compile(
+    r"^( *)[^\s#-][^\n]*:[ \t]*\r?\n(?:[ \t]*\r?\n)*( +)[^\s#-]", re.MULTILINE
+)
+
+
+def _rt_yaml(raw: str) -> Any:
+    global _RT
+    from ruamel.yaml import YAML
+
+    if _RT is None:
+        _RT = _rt_classes()
+    _, constructor, representer = _RT
+    y = YAML(typ="rt")
+    y.Constructor = constructor
+    y.Representer = representer
+    y.preserve_quotes = True
+    y.width = 4096
+    mapping, offset = 2, 2
+    m = _MAP_INDENT_RE.search(raw)
+    if m and len(m.group(2)) > len(m.group(1)):
+        mapping = len(m.group(2)) - len(m.group(1))
+    m = _SEQ_INDENT_RE.search(raw)
+    if m:
+        offset = max(0, len(m.group(2)) - len(m.group(1)))
+    y.indent(mapping=mapping, sequence=max(offset + 2, 2), offset=offset)
+    return y
+
+
+def _wrap_plain(node: Any, plain: type) -> None:
+    """Mark every plain string value read from the document so it is written back as is."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if type(v) is str:
+                node[k] = plain(v)
+            else:
+                _wrap_plain(v, plain)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if type(v) is str:
+                node[i] = plain(v)
+            else:
+                _wrap_plain(v, plain)
+
+
+def edit(text: str, mutate: Callable[[MutableMapping[str, Any]], None]) -> str:
+    """Apply ``mutate`` to the frontmatter of ``text`` and return the new document.
+
+    ``mutate`` gets a mutable mapping (round-trip types: values read from the document keep
+    their YAML 1.2 meaning, e.g. ``yes`` reads as the string "yes" there) and changes it in
+    place. Key order, comments, quoting and the body are kept; new string values are quoted
+    when they would otherwise change type. A change that leaves the frontmatter as it was
+    returns ``text`` unchanged. Raises InvalidDocument when the existing frontmatter is not a
+    YAML mapping.
+    """
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import YAMLError as RuamelError
+
+    has_block, open_line, raw, close_line, body = _split(text)
+    if has_block:
+        _, error = _load(raw)
+        if error is not None:
+            raise InvalidDocument(error)
+    y = _rt_yaml(raw)
+    assert _RT is not None
+    plain = _RT[0]
+    data: Any = None
+    if has_block and raw.strip():
+        try:
+            data = y.load(raw)
+        except RuamelError as err:  # pragma: no cover - PyYAML accepted it already
+            raise InvalidDocument(f"invalid YAML frontmatter: {err}") from err
+    if data is None:
+        data = CommentedMap()
+    if not isinstance(data, CommentedMap):
+        raise InvalidDocument("frontmatter is not a mapping")
+    _wrap_plain(data, plain)
+
+    def dump(obj: Any) -> str:
+        buf = io.StringIO()
+        y.dump(obj, buf)
+        out = buf.getvalue()
+        return "" if out.strip() == "{}" else out
+
+    before = dump(data) if data else ""
+    mutate(data)
+    after = dump(data) if data else ""
+    if after == before:
+        return text
+    if not has_block:
+        return "---\n" + after + "---\n" + text
+    crlf = open_line.endswith("\r\n")
+    if crlf:
+        after = after.replace("\r\n", "\n").replace("\n", "\r\n")
+    return open_line + after + close_line + body
