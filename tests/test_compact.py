@@ -1,0 +1,144 @@
+"""Work-log compaction: the deterministic default, the model plugin and its fallback."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pytest
+
+from memdir.compact import DefaultCompactor, compact_worklog
+from memdir.settings import Settings
+
+LOG: list[dict[str, Any]] = [
+    {
+        "tool": "grep",
+        "args": {"pattern": "TODO", "path": "src/", "flags": "-n"},
+        "result": "3 hits",
+    },
+    {"tool": "read", "args": {"path": "src/missing.py"}, "error": "No such file: src/missing.py"},
+    {
+        "type": "function",
+        "function": {"name": "read", "arguments": json.dumps({"path": "src/app.py"})},
+        "output": "def main(): ...",
+    },
+    {"tool": "pytest", "args": {"command": "pytest -q tests/"}, "result": "12 passed in 0.4s"},
+]
+
+
+def test_default_names_tools_args_errors_and_result() -> None:
+    text = DefaultCompactor().compact(LOG, input="fix it", output="fixed", max_chars=1200)
+    assert "Tools (4 calls): grep, read x2, pytest" in text
+    assert "pattern=TODO" in text and "path=src/" in text
+    assert "path=src/app.py" in text  # OpenAI-style arguments are decoded
+    assert "Errors (1): read: No such file: src/missing.py" in text
+    assert "Result: 12 passed in 0.4s" in text  # the last successful result
+
+
+def test_default_is_deterministic_and_capped() -> None:
+    long_log = [{"tool": f"tool{i % 7}", "args": {"path": f"f{i}.py" * 10}} for i in range(300)]
+    a = DefaultCompactor().compact(long_log, input="", output="done", max_chars=400)
+    b = DefaultCompactor().compact(long_log, input="", output="done", max_chars=400)
+    assert a == b
+    assert len(a) <= 400
+    assert "more calls" in a
+    assert a.startswith("- Tools (300 calls)")
+
+
+def test_default_without_tools_uses_output() -> None:
+    text = DefaultCompactor().compact([], input="hi", output="hello there", max_chars=200)
+    assert "No tool calls." in text and "Result: hello there" in text
+
+
+def test_unknown_compactor_falls_back_and_says_why() -> None:
+    s = Settings().replace(turns={"compactor": "nope"})
+    out = compact_worklog(LOG, input="x", output="y", settings=s)
+    assert out.compactor == "default"
+    assert out.error is not None and "unknown compactor 'nope'" in out.error
+    assert "Tools (4 calls)" in out.text
+
+
+class _Handler(BaseHTTPRequestHandler):
+    reply: dict[str, Any] | None = None
+    seen: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(
+            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+        )
+        if self.reply is None:
+            self.send_response(500)
+            self.end_headers()
+            return
+        data = json.dumps(self.reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def endpoint() -> Iterator[tuple[str, type[_Handler]]]:
+    handler = type("H", (_Handler,), {"reply": None, "seen": []})
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
+    server.shutdown()
+    server.server_close()
+
+
+def _llm_settings(url: str) -> Settings:
+    return Settings().replace(
+        turns={"compactor": "llm", "compact_max_chars": 100},
+        llm={
+            "base_url": url,
+            "model": "tiny",
+            "api_key_env": "MEMDIR_TEST_KEY",
+            "timeout_seconds": 5,
+        },
+    )
+
+
+def test_llm_compactor_uses_the_endpoint(
+    endpoint: tuple[str, type[_Handler]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, handler = endpoint
+    monkeypatch.setenv("MEMDIR_TEST_KEY", "sekret")
+    handler.reply = {
+        "choices": [{"message": {"content": "## Ran grep, found 3 TODOs.\n" + "x" * 200}}]
+    }
+    out = compact_worklog(LOG, input="find todos", output="3", settings=_llm_settings(url))
+    assert out.compactor == "llm" and out.error is None
+    assert out.text.startswith("\\## Ran grep")  # heading lines are escaped
+    assert len(out.text) <= 100
+    sent = handler.seen[0]
+    assert sent["path"] == "/v1/chat/completions" and sent["auth"] == "Bearer sekret"
+    assert (
+        sent["body"]["model"] == "tiny" and "find todos" in sent["body"]["messages"][0]["content"]
+    )
+
+
+def test_llm_failure_falls_back_and_is_recorded(endpoint: tuple[str, type[_Handler]]) -> None:
+    url, handler = endpoint
+    handler.reply = None  # the endpoint answers 500
+    out = compact_worklog(LOG, input="x", output="y", settings=_llm_settings(url))
+    assert out.compactor == "default"
+    assert out.error is not None and out.error.startswith("llm: llm compactor: HTTPStatusError")
+    assert "Tools (4 calls)" in out.text
+
+
+def test_llm_unconfigured_falls_back() -> None:
+    out = compact_worklog(
+        LOG, input="x", output="y", settings=Settings().replace(turns={"compactor": "llm"})
+    )
+    assert out.compactor == "default"
+    assert out.error is not None and "base_url and model are not set" in out.error
