@@ -1,0 +1,165 @@
+"""OKF v0.2 in memdir's bundles: index lines (§8), logs (§9) and the conformance check.
+
+Index entries are ``* [Title](relative-url) - description`` lines under headings. A log is
+``## YYYY-MM-DD`` groups, newest first. A bundle conforms when every non-reserved ``.md`` file
+has parseable frontmatter with a non-empty string ``type``, every index and log follows its
+reserved structure, and the bundle-root ``index.md`` declares ``okf_version: "0.2"``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .. import frontmatter
+
+OKF_VERSION = "0.2"
+RESERVED = ("index.md", "log.md")
+_ENTRY = re.compile(
+    r"^[*-] \[(?P<title>(?:\\.|[^\]\\])+)\]\((?P<url>[^)\s]+)\)(?: - (?P<desc>.*))?$"
+)
+_DATE_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2})(?::.*)?$")
+
+
+@dataclass(frozen=True)
+class Entry:
+    title: str
+    url: str
+    description: str = ""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def render_entry(entry: Entry) -> str:
+    """One OKF §8 index line; brackets in titles are escaped, descriptions are one line."""
+    title = _one_line(entry.title).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    line = f"* [{title or 'untitled'}]({entry.url})"
+    description = _one_line(entry.description)
+    return f"{line} - {description}" if description else line
+
+
+def parse_entry(line: str) -> Entry | None:
+    """The entry of an index line, or None when the line is not one."""
+    match = _ENTRY.match(line.rstrip())
+    if not match:
+        return None
+    title = re.sub(r"\\(.)", r"\1", match.group("title"))
+    return Entry(title, match.group("url"), match.group("desc") or "")
+
+
+def entries(text: str) -> list[Entry]:
+    """Every entry line of an index document (frontmatter skipped)."""
+    body = frontmatter.parse(text).body
+    return [e for line in body.splitlines() if (e := parse_entry(line)) is not None]
+
+
+def render_index(
+    title: str,
+    groups: Sequence[tuple[str, Sequence[Entry]]],
+    *,
+    root: bool = False,
+) -> str:
+    """An index document: a title, then each group as a heading and its entry lines.
+
+    ``root`` adds the ``okf_version`` frontmatter that a bundle-root index carries.
+    """
+    lines = [f"# {_one_line(title)}", ""]
+    for heading, items in groups:
+        if heading:
+            lines += [f"## {_one_line(heading)}", ""]
+        lines += [render_entry(e) for e in items]
+        lines.append("")
+    body = "\n".join(lines).rstrip("\n") + "\n"
+    if root:
+        return f'---\nokf_version: "{OKF_VERSION}"\n---\n' + body
+    return body
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    date: str  # YYYY-MM-DD
+    text: str
+
+
+def render_log(title: str, items: Iterable[LogEntry]) -> str:
+    """A §9 log: ``## YYYY-MM-DD`` groups newest first, list items inside (order kept)."""
+    by_date: dict[str, list[str]] = {}
+    for item in items:
+        by_date.setdefault(item.date, []).append(_one_line(item.text))
+    lines = [f"# {_one_line(title)}", ""]
+    for date in sorted(by_date, reverse=True):
+        lines += [f"## {date}", ""]
+        lines += [f"- {t}" for t in by_date[date]]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def check_index(text: str, *, root: bool) -> list[str]:
+    """Structure problems of an index document (empty when it follows §8)."""
+    problems: list[str] = []
+    parsed = frontmatter.parse(text)
+    if root:
+        if parsed.error or str(parsed.fm.get("okf_version", "")) != OKF_VERSION:
+            problems.append(f'bundle-root index.md must declare okf_version: "{OKF_VERSION}"')
+    elif parsed.has_block:
+        problems.append("only the bundle-root index.md may carry frontmatter")
+    fenced = False
+    for number, line in enumerate(parsed.body.splitlines(), start=1):
+        if line.strip().startswith(("```", "~~~")):
+            fenced = not fenced
+        if fenced or not line.strip():
+            continue
+        if re.match(r"^\s*[*-] ", line) and parse_entry(line.strip()) is None:
+            problems.append(f"line {number}: list item is not '* [Title](url) - description'")
+    return problems
+
+
+def check_log(text: str) -> list[str]:
+    """Structure problems of a log document (empty when it follows §9)."""
+    problems: list[str] = []
+    parsed = frontmatter.parse(text)
+    if parsed.has_block:
+        problems.append("log.md carries no frontmatter")
+    dates: list[str] = []
+    for number, line in enumerate(parsed.body.splitlines(), start=1):
+        if line.startswith("## "):
+            match = _DATE_HEADING.match(line.rstrip())
+            if not match:
+                problems.append(f"line {number}: log headings are '## YYYY-MM-DD'")
+            else:
+                dates.append(match.group(1))
+    if dates != sorted(dates, reverse=True):
+        problems.append("log entries are not newest first")
+    return problems
+
+
+def conformance(files: Mapping[str, str]) -> list[str]:
+    """OKF v0.2 violations of one bundle; ``files`` maps bundle-relative paths to text.
+
+    An empty list means the bundle is conformant.
+    """
+    violations: list[str] = []
+    if "index.md" not in files:
+        violations.append("index.md: missing bundle-root index")
+    for path in sorted(files):
+        if not path.lower().endswith(".md"):
+            continue
+        text = files[path]
+        name = path.rsplit("/", 1)[-1]
+        if name == "index.md":
+            violations += [f"{path}: {p}" for p in check_index(text, root=path == "index.md")]
+        elif name == "log.md":
+            violations += [f"{path}: {p}" for p in check_log(text)]
+        else:
+            parsed = frontmatter.parse(text)
+            kind = parsed.fm.get("type")
+            if not parsed.has_block:
+                violations.append(f"{path}: no frontmatter")
+            elif parsed.error:
+                violations.append(f"{path}: frontmatter does not parse ({parsed.error})")
+            elif not isinstance(kind, str) or not kind.strip():
+                violations.append(f"{path}: frontmatter has no non-empty 'type'")
+    return violations

@@ -1,0 +1,358 @@
+"""Article writers: the extractive default, the OpenAI-compatible model writer, and the
+work packet (``--plan``) / validation (``--apply``) pair for an external agent.
+
+A writer turns a :class:`WriteRequest` (one source routed to a bundle and topic, plus the
+bundle's other articles) into a :class:`Draft`; :func:`render_article` turns every draft into
+the same article shape, which is then checked against the harness. Writers are plugins
+(``register_writers``); a factory takes the :class:`~memdir.settings.Settings`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .. import frontmatter
+from ..errors import InvalidInput, ProviderError
+from ..harness import Harness, validate_article
+from ..plugins import hookimpl
+from ..program import Budgets
+from .terms import keywords, sentences, term_set, terms
+
+EXTRACTIVE = "extractive"
+MODEL = "openai"
+_ADVICE = re.compile(
+    r"\b(should|must|always|never|avoid|best|key|important|remember|prefer|keep|rule)\b", re.I
+)
+
+
+@dataclass(frozen=True)
+class SourceDoc:
+    id: str  # footnote key, unique inside the article
+    resource: str  # store-relative path of the source
+    episode_id: str
+    title: str
+    text: str  # body, frontmatter removed
+
+
+@dataclass(frozen=True)
+class RelatedArticle:
+    path: str  # bundle-relative, "/topic/slug.md"
+    title: str
+    description: str
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    bundle: str
+    topic: str
+    source: SourceDoc
+    candidates: tuple[RelatedArticle, ...]
+    budgets: Budgets
+    harness: Harness
+
+
+@dataclass
+class Draft:
+    title: str
+    description: str
+    key_points: list[tuple[str, list[str]]]  # (sentence, source ids)
+    takeaways: list[str]
+    related: list[RelatedArticle]
+    tags: list[str]
+    by: str
+    notes: list[str] = field(default_factory=list)
+
+
+class Writer(Protocol):
+    name: str
+
+    def write(self, request: WriteRequest) -> Draft: ...
+
+
+# ---- the extractive writer ---------------------------------------------------------------
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:")
+    return cut + "\u2026"
+
+
+def source_title(text: str, fm: Mapping[str, Any], fallback: str) -> str:
+    title = fm.get("title")
+    if isinstance(title, str) and title.strip():
+        return " ".join(title.split())
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return " ".join(line[2:].split())
+    first = sentences(text)
+    if first:
+        return _truncate(first[0].rstrip("."), 80)
+    return fallback
+
+
+def rank_related(
+    text: str, candidates: Sequence[RelatedArticle], limit: int
+) -> list[RelatedArticle]:
+    """Articles of the bundle that share the most terms with ``text`` (at least two)."""
+    mine = term_set(text)
+    scored = []
+    for n, cand in enumerate(candidates):
+        overlap = len(mine & term_set(cand.title + " " + cand.description))
+        if overlap >= 2:
+            scored.append((-overlap, n, cand))
+    return [c for _, _, c in sorted(scored)[:limit]]
+
+
+class ExtractiveWriter:
+    """Deterministic: picks the source's own sentences, so every claim is the source's words."""
+
+    name = EXTRACTIVE
+
+    def __init__(self, settings: Any = None) -> None:
+        self.settings = settings
+
+    def write(self, request: WriteRequest) -> Draft:
+        src = request.source
+        harness = request.harness
+        all_sentences = [s for s in sentences(src.text) if len(s.split()) >= 4]
+        if not all_sentences:
+            all_sentences = sentences(src.text) or [src.title]
+        weights = Counter(terms(src.text))
+        title_terms = term_set(src.title)
+
+        def weight(sentence: str) -> float:
+            ts = terms(sentence)
+            if not ts:
+                return 0.0
+            unique = set(ts)
+            base: float = sum(weights[t] for t in unique) / len(unique) ** 0.5
+            return base + 2.0 * len(title_terms & unique)
+
+        ranked = sorted(range(len(all_sentences)), key=lambda i: (-weight(all_sentences[i]), i))
+        chosen = sorted(ranked[: request.budgets.key_points])
+        key_points = [(all_sentences[i], [src.id]) for i in chosen]
+        rest = [s for i, s in enumerate(all_sentences) if i not in chosen and _ADVICE.search(s)]
+        advice_in_points = [s for s, _ in key_points if _ADVICE.search(s)]
+        takeaways = [f"{s} [^{src.id}]" for s in (rest + advice_in_points)]
+        takeaways = takeaways[: request.budgets.takeaways]
+        tags = keywords([src.title, src.text], limit=5)
+        if not takeaways:
+            takeaways = ["Main terms: " + ", ".join(tags) + "."] if tags else []
+        return Draft(
+            title=_truncate(src.title, harness.title_max_chars),
+            description=_truncate(all_sentences[0], harness.description_max_chars),
+            key_points=key_points,
+            takeaways=takeaways,
+            related=rank_related(
+                src.title + " " + src.text, request.candidates, request.budgets.related
+            ),
+            tags=tags,
+            by="memdir/extractive",
+        )
+
+
+# ---- rendering ---------------------------------------------------------------------------
+
+
+def relative_link(from_topic: str, bundle_path: str) -> str:
+    """A link from an article in ``from_topic`` to a bundle-relative ``/topic/slug.md``."""
+    return "../" + bundle_path.lstrip("/")
+
+
+def render_article(request: WriteRequest, draft: Draft, *, at: str, actor: str) -> str:
+    """The article document for a draft: frontmatter, title, cited key points, takeaways,
+    related articles and the footnote definitions."""
+    src = request.source
+    fm: dict[str, Any] = {
+        "type": request.harness.article_type,
+        "title": draft.title,
+        "description": draft.description,
+        "tags": draft.tags,
+        "bundle": request.bundle,
+        "topic": request.topic,
+        "status": "draft",
+        "sources": [{"id": src.id, "resource": src.resource, "title": src.title}],
+        "generated": {"by": draft.by, "at": at},
+        "related": [r.path for r in draft.related],
+        "merged-from": [
+            {
+                "type": "ingest",
+                "id": src.episode_id,
+                "path": src.resource,
+                "date": at,
+                "actor": actor,
+            }
+        ],
+    }
+    lines = [f"# {draft.title}", "", "## Key points", ""]
+    for sentence, ids in draft.key_points:
+        lines.append(f"- {sentence} " + "".join(f"[^{i}]" for i in ids))
+    lines += ["", "## Takeaways", ""]
+    lines += [f"- {t}" for t in draft.takeaways] or ["- (none)"]
+    lines += ["", "## Related", ""]
+    if draft.related:
+        lines += [
+            f"- [{r.title}]({relative_link(request.topic, r.path)})"
+            + (f" - {r.description}" if r.description else "")
+            for r in draft.related
+        ]
+    else:
+        lines.append("- None yet in this bundle.")
+    lines += ["", f"[^{src.id}]: {src.resource} ({src.title})", ""]
+    return frontmatter.render(fm, "\n".join(lines))
+
+
+def check(request: WriteRequest, text: str) -> list[str]:
+    """Harness problems of a rendered or returned article, plus memdir's own filing rules."""
+    parsed = frontmatter.parse(text)
+    if not parsed.has_block:
+        return ["the article has no frontmatter"]
+    problems = validate_article(request.harness, parsed.fm, parsed.body, fm_error=parsed.error)
+    if parsed.error:
+        return problems
+    if parsed.fm.get("bundle") not in (None, request.bundle):
+        problems.append(f"bundle must be '{request.bundle}'")
+    ids = [s.get("id") for s in parsed.fm.get("sources") or [] if isinstance(s, Mapping)]
+    if request.source.id not in ids:
+        problems.append(f"sources must include id '{request.source.id}'")
+    return problems
+
+
+# ---- the model writer --------------------------------------------------------------------
+
+_SYSTEM = """You write one article of a cited wiki from one source. Reply with one JSON object
+and nothing else: {"title": str, "description": one sentence, "key_points": [{"text": a
+sentence stating one fact from the source, "sources": [source ids]}], "takeaways": [str],
+"tags": [str]}. Use only facts in the source. Every key point cites the source id given."""
+
+
+class ModelWriter:
+    """Asks an OpenAI-compatible chat endpoint for the draft; falls back to the extractive
+    writer (and says so in ``notes``) when the endpoint fails, times out or answers badly."""
+
+    name = MODEL
+
+    def __init__(self, settings: Any) -> None:
+        self.llm = settings.llm
+        self.fallback = ExtractiveWriter(settings)
+
+    def _ask(self, request: WriteRequest) -> Mapping[str, Any]:
+        try:
+            import httpx
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            from ..errors import MissingExtra
+
+            raise MissingExtra("the model writer needs the 'llm' extra (httpx)") from exc
+        if not self.llm.base_url or not self.llm.model:
+            raise ProviderError("[llm] base_url and model must be set for the model writer")
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.llm.api_key_env, "") if self.llm.api_key_env else ""
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        budgets = request.budgets
+        user = (
+            f"Source id: {request.source.id}\nSource title: {request.source.title}\n"
+            f"At most {budgets.key_points} key points and {budgets.takeaways} takeaways.\n\n"
+            f"{request.source.text}"
+        )
+        payload = {
+            "model": self.llm.model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": _SYSTEM},
+                {"role": "user", "content": user},
+            ],
+        }
+        url = self.llm.base_url.rstrip("/") + "/chat/completions"
+        try:
+            response = httpx.post(
+                url, json=payload, headers=headers, timeout=self.llm.timeout_seconds
+            )
+            response.raise_for_status()
+            content = response.json()["choices"][0]["message"]["content"]
+        except httpx.TimeoutException as exc:
+            raise ProviderError(
+                f"model writer timed out after {self.llm.timeout_seconds}s"
+            ) from exc
+        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ProviderError(f"model writer failed: {exc}") from exc
+        match = re.search(r"\{.*\}", str(content), re.S)
+        try:
+            data = json.loads(match.group(0) if match else str(content))
+        except json.JSONDecodeError as exc:
+            raise ProviderError(f"model writer replied with invalid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ProviderError("model writer reply is not a JSON object")
+        return data
+
+    def write(self, request: WriteRequest) -> Draft:
+        try:
+            data = self._ask(request)
+            draft = self._draft(request, data)
+        except ProviderError as exc:
+            draft = self.fallback.write(request)
+            draft.notes.append(f"fallback to extractive: {exc}")
+            return draft
+        return draft
+
+    def _draft(self, request: WriteRequest, data: Mapping[str, Any]) -> Draft:
+        src = request.source
+        h = request.harness
+        points: list[tuple[str, list[str]]] = []
+        for item in data.get("key_points") or []:
+            if isinstance(item, Mapping) and isinstance(item.get("text"), str):
+                text = " ".join(item["text"].split())
+                if text:
+                    points.append((text, [src.id]))
+        if not points:
+            raise ProviderError("model writer returned no key points")
+        title = data.get("title") if isinstance(data.get("title"), str) else src.title
+        description = data.get("description")
+        if not isinstance(description, str) or not description.strip():
+            description = points[0][0]
+        takeaways = [" ".join(t.split()) for t in data.get("takeaways") or [] if isinstance(t, str)]
+        tags = [str(t) for t in data.get("tags") or [] if isinstance(t, str | int)]
+        return Draft(
+            title=_truncate(" ".join(str(title).split()) or src.title, h.title_max_chars),
+            description=_truncate(" ".join(description.split()), h.description_max_chars),
+            key_points=points[: request.budgets.key_points],
+            takeaways=takeaways[: request.budgets.takeaways],
+            related=rank_related(
+                src.title + " " + src.text, request.candidates, request.budgets.related
+            ),
+            tags=tags[:8],
+            by=f"model/{self.llm.model}",
+        )
+
+
+@hookimpl
+def register_writers(register: Callable[[str, Callable[..., Any]], None]) -> None:
+    register(EXTRACTIVE, ExtractiveWriter)
+    register(MODEL, ModelWriter)
+
+
+def make_writer(settings: Any) -> Writer:
+    """The writer named by ``[engine] writer`` (InvalidInput when none has that name)."""
+    import sys
+
+    from ..plugins import manager, providers
+
+    pm = manager()
+    if not pm.has_plugin(__name__):
+        pm.register(sys.modules[__name__], name=__name__)
+    found = providers("writers")
+    name = settings.engine.writer
+    if name not in found:
+        raise InvalidInput(
+            f"unknown writer '{name}' (registered: {', '.join(sorted(found)) or 'none'})"
+        )
+    writer: Writer = found[name](settings)
+    return writer
