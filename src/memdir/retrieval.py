@@ -1,0 +1,296 @@
+"""Retrieval verbs of :class:`memdir.Memory`: bm25, vector and hybrid search.
+
+Hybrid search fuses the BM25 ranking and the vector ranking with reciprocal
+rank fusion, then adds small boosts (neighbouring turns of a thread); every hit
+says why it is there (its rank in each signal). Vectors are embedded
+incrementally before a vector or hybrid search, only for documents whose
+content has no vectors yet. Superseded and forgotten documents are never
+returned, whatever the mode, unless ``include_superseded`` is asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, TYPE_CHECKING, Any
+
+from .errors import InvalidInput, InvalidQuery, MissingExtra, ProviderError
+from .fusion import Fused, add_boost, rrf
+from .index.search import Filters, Hit, bm25, words
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder
+    from .index import Index
+    from .settings import Settings
+    from .store import Store
+    from .vectors import VectorIndex, VectorSyncStats
+
+MODES = ("auto", "bm25", "vector", "hybrid")
+Progress = Callable[[int, int], None]
+
+
+class ProgressPrinter:
+    """A plain ``label n/total`` counter on a stream, for jobs of ``min_total`` or more."""
+
+    def __init__(self, label: str, stream: IO[str] | None = None, min_total: int = 200) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.min_total = min_total
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.min_total:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.5:
+            return
+        self._last = now
+        end = "\n" if done >= total else "\r"
+        self.stream.write(f"{self.label} {done}/{total}{end}")
+        self.stream.flush()
+
+
+class RetrievalVerbs:
+    """Search verbs (uses ``store``, ``index``, ``settings``, ``sync``)."""
+
+    store: Store
+    index: Index
+    settings: Settings
+
+    def sync(self, *, force: bool = False) -> Any:  # provided by Memory
+        raise NotImplementedError
+
+    def keyword_search(
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
+    ) -> list[Hit]:  # provided by StoreVerbs
+        raise NotImplementedError
+
+    def filters(self, **kwargs: Any) -> Filters:  # provided by StoreVerbs
+        raise NotImplementedError
+
+    def _limit(self, limit: int | None) -> int:  # provided by StoreVerbs
+        raise NotImplementedError
+
+    # -- the vector index --------------------------------------------------------------
+
+    def embedder(self) -> Embedder:
+        """The configured embedder (raises MissingExtra when its packages are absent)."""
+        from .embeddings import get_embedder
+
+        return get_embedder(self.settings.embeddings)
+
+    def vector_index(self) -> VectorIndex:
+        """The vector index for the configured embedder, kept for the life of this object."""
+        cached: VectorIndex | None = getattr(self, "_vector_index", None)
+        embedder = self.embedder()
+        if cached is None or cached.embedder is not embedder or cached.index is not self.index:
+            from .vectors import VectorIndex
+
+            emb = self.settings.embeddings
+            cached = VectorIndex(
+                self.index,
+                embedder,
+                chunk_tokens=emb.chunk_tokens,
+                chunk_overlap=emb.chunk_overlap,
+                batch_size=emb.batch_size,
+            )
+            self._vector_index = cached
+        return cached
+
+    def embed(self, *, progress: Progress | None = None, rebuild: bool = False) -> VectorSyncStats:
+        """Embed what has no vectors yet; ``rebuild`` drops all vectors first (model switch)."""
+        self.sync()
+        vectors = self.vector_index()
+        if rebuild:
+            vectors.clear()
+        return vectors.sync(progress=progress)
+
+    def search_mode(self, mode: str | None = None) -> tuple[str, str | None]:
+        """The mode a search will run in and, when it falls back to bm25, why."""
+        from .vectors import ModelMismatch
+
+        wanted = (mode or self.settings.search.mode or "auto").strip().lower()
+        if wanted not in MODES:
+            raise InvalidInput(f"unknown search mode {wanted!r} (use {', '.join(MODES)})")
+        if wanted == "bm25":
+            return "bm25", None
+        if wanted == "auto":
+            if not self.settings.embeddings.enabled:
+                return "bm25", "embeddings are disabled ([embeddings] enabled = false)"
+            try:
+                self.vector_index().check_model()
+            except (MissingExtra, ModelMismatch) as exc:
+                return "bm25", f"keyword search only: {exc}"
+            except ProviderError as exc:
+                return "bm25", f"keyword search only: {exc}"
+            return "hybrid", None
+        self.vector_index().check_model()
+        return wanted, None
+
+    # -- search --------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        path_prefix: str | None = None,
+        kind: str | None = None,
+        type: str | None = None,
+        where: Iterable[str] | Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
+        mode: str | None = None,
+        progress: Progress | None = None,
+    ) -> list[Hit]:
+        """Search the store; returns pointers with ``why`` (rank per signal), never bodies.
+
+        ``mode`` is ``bm25``, ``vector``, ``hybrid`` or ``auto`` (hybrid when the
+        embedding extra is installed and the store's vectors match the configured
+        model, bm25 otherwise; see :meth:`search_mode` for the reason).
+        """
+        flt = self.filters(
+            path_prefix=path_prefix,
+            kind=kind,
+            type=type,
+            where=where,
+            include_superseded=include_superseded,
+        )
+        size = self._limit(limit)
+        if not words(query):
+            raise InvalidQuery("the query has no searchable words")
+        effective, _note = self.search_mode(mode)
+        if effective == "bm25":
+            hits = self.keyword_search(query, limit=size, filters=flt)
+            for hit in hits:
+                hit.why.setdefault("mode", "bm25")
+            return hits
+        self.sync()
+        vectors = self.vector_index()
+        vectors.sync(progress=progress)
+        if effective == "vector":
+            return self._vector_hits(query, size, flt)
+        return self._hybrid_hits(query, size, flt)
+
+    def _query_vector(self, query: str) -> Any:
+        return self.embedder().embed([query])[0]
+
+    def _vector_hits(self, query: str, size: int, flt: Filters) -> list[Hit]:
+        found = self.vector_index().search_vector(
+            self._query_vector(query), limit=size, filters=flt
+        )
+        hits = self._hits_for([h.doc_id for h in found])
+        out = []
+        for rank, vh in enumerate(found, start=1):
+            hit = hits.get(vh.doc_id)
+            if hit is None:
+                continue
+            hit.score = round(vh.score, 4)
+            hit.why = {"mode": "vector", "vector_rank": rank, "vector_score": round(vh.score, 4)}
+            out.append(hit)
+        return out
+
+    def _hybrid_hits(self, query: str, size: int, flt: Filters) -> list[Hit]:
+        opts = self.settings.search
+        depth = max(opts.candidates, size * 2)
+        lexical = bm25(self.index.conn, query, flt, depth)
+        ids = self._ids_for([h.path for h in lexical])
+        lexical_ids = [ids[h.path] for h in lexical if h.path in ids]
+        found = self.vector_index().search_vector(
+            self._query_vector(query), limit=depth, filters=flt
+        )
+        fused = rrf(
+            {"bm25": lexical_ids, "vector": [h.doc_id for h in found]},
+            k=opts.rrf_k,
+            weights={"bm25": opts.bm25_weight, "vector": opts.vector_weight},
+        )
+        if opts.neighbour_boost > 0:
+            fused = self._neighbour_boost(fused, opts.neighbour_boost, flt)
+        top = fused[:size]
+        hits = self._hits_for([f.key for f in top])
+        vscore = {h.doc_id: h.score for h in found}
+        out = []
+        for item in top:
+            hit = hits.get(item.key)
+            if hit is None:
+                continue
+            hit.score = round(item.score, 5)
+            why: dict[str, Any] = {"mode": "hybrid", "rrf": round(item.score, 5)}
+            for name, rank in item.ranks.items():
+                why[f"{name}_rank"] = rank
+            if item.key in vscore:
+                why["vector_score"] = round(vscore[item.key], 4)
+            for name, value in item.boosts.items():
+                why[f"{name}_boost"] = round(value, 5)
+            hit.why = why
+            out.append(hit)
+        return out
+
+    def _neighbour_boost(
+        self, fused: list[Fused[int]], weight: float, flt: Filters
+    ) -> list[Fused[int]]:
+        """Lift turns whose neighbours in the same thread (the turns just before and after) rank.
+
+        A document gains ``weight`` times the fused score of each adjacent turn of its
+        thread that is itself a candidate, so a run of relevant turns rises together.
+        """
+        if not fused:
+            return fused
+        score = {f.key: f.score for f in fused}
+        conn = self.index.conn
+        keys = list(score)
+        boosts: dict[int, float] = {}
+        marks = ",".join("?" * len(keys))
+        rows = conn.execute(
+            f"SELECT id, thread, created FROM docs WHERE id IN ({marks}) AND thread IS NOT NULL",
+            keys,
+        ).fetchall()
+        condition, params = flt.sql("d")
+        for row in rows:
+            doc_id, thread, created = int(row[0]), row[1], row[2]
+            neighbours = conn.execute(
+                "SELECT id FROM (SELECT d.id, d.created FROM docs d WHERE d.thread = ? "
+                f"AND d.created < ?{condition} ORDER BY d.created DESC LIMIT 1) "
+                "UNION ALL SELECT id FROM (SELECT d.id FROM docs d WHERE d.thread = ? "
+                f"AND d.created > ?{condition} ORDER BY d.created LIMIT 1)",
+                (thread, created, *params, thread, created, *params),
+            ).fetchall()
+            lift = sum(score.get(int(n[0]), 0.0) for n in neighbours)
+            if lift:
+                boosts[doc_id] = weight * lift
+        return add_boost(fused, "neighbour", boosts)
+
+    def _ids_for(self, paths: list[str]) -> dict[str, int]:
+        if not paths:
+            return {}
+        marks = ",".join("?" * len(paths))
+        rows = self.index.conn.execute(
+            f"SELECT path, id FROM docs WHERE path IN ({marks})", paths
+        ).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    def _hits_for(self, doc_ids: list[int]) -> dict[int, Hit]:
+        """Pointers (path, title, snippet) for document ids."""
+        from .vectors import passage
+
+        if not doc_ids:
+            return {}
+        marks = ",".join("?" * len(doc_ids))
+        rows = self.index.conn.execute(
+            "SELECT d.id, d.path, d.title, d.type, d.memory_kind, f.body FROM docs d "
+            f"JOIN docs_fts f ON f.rowid = d.id WHERE d.id IN ({marks})",
+            doc_ids,
+        ).fetchall()
+        out = {}
+        for row in rows:
+            text = " ".join(passage("", str(row[5] or "")).split())
+            snippet = text if len(text) <= 160 else text[:157].rsplit(" ", 1)[0] + " …"
+            out[int(row[0])] = Hit(
+                path=str(row[1]),
+                title=str(row[2]),
+                snippet=snippet,
+                score=0.0,
+                type=row[3],
+                memory_kind=row[4],
+            )
+        return out

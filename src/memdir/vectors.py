@@ -1,0 +1,343 @@
+"""The vector index: chunk embeddings derived from the document index.
+
+Tables (migration ``vectors_0001`` in ``index/schema.py``): ``chunks`` maps each
+visible document to the character ranges of its chunks and the sha256 of each chunk's text;
+``vectors`` holds one float32 BLOB per (model id, chunk text hash), so
+unchanged text is never embedded twice and vectors of two models never mix;
+``embedded`` records which content hash of a document was chunked for which model.
+The meta key ``vectors_model`` names the model the store's vectors came from.
+
+Search is exact: a float32 matrix of all chunk vectors, loaded lazily and
+reloaded when the index changes, scored with one matrix-vector product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ProviderError
+from .index.search import Filters
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from .embeddings import Embedder
+    from .index import Index
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class VectorSyncStats:
+    """What one vector sync did."""
+
+    documents: int = 0
+    chunks: int = 0
+    embedded: int = 0
+    cache_hits: int = 0
+    removed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    doc_id: int
+    score: float
+    chunk_no: int
+    start: int
+    end: int
+
+
+class ModelMismatch(ProviderError):
+    """The store's vectors were made by another model than the configured one."""
+
+    code = "model_mismatch"
+    http_status = 409
+
+
+def passage(title: str, body: str) -> str:
+    """The text embedded for a document: its title, then its body without heading marks."""
+    lines = []
+    for line in body.splitlines():
+        stripped = line.lstrip()
+        lines.append(stripped.lstrip("#").strip() if stripped.startswith("#") else line)
+    text = "\n".join(lines).strip()
+    if title and not text.startswith(title):
+        text = f"{title}\n{text}" if text else title
+    return text
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class VectorIndex:
+    """Chunk vectors of one store for one embedder."""
+
+    def __init__(
+        self,
+        index: Index,
+        embedder: Embedder,
+        *,
+        chunk_tokens: int = 200,
+        chunk_overlap: int = 40,
+        batch_size: int = 32,
+    ) -> None:
+        import numpy
+
+        self._np = numpy
+        self.index = index
+        self.embedder = embedder
+        self.model = embedder.model_id
+        self.chunk_tokens = chunk_tokens
+        self.chunk_overlap = chunk_overlap
+        self.batch_size = max(1, batch_size)
+        self._lock = threading.RLock()
+        self._loaded_key: tuple[int, str] | None = None
+        self._matrix: npt.NDArray[np.float32] | None = None
+        self._rows: npt.NDArray[np.int64] | None = None  # doc id per matrix row
+        self._chunk_rows: list[tuple[int, int, int]] = []  # (chunk_no, start, end)
+
+    # -- state ---------------------------------------------------------------------
+
+    def stored_model(self) -> str | None:
+        """The model the store's vectors came from (None before the first embedding)."""
+        return self.index.meta("vectors_model")
+
+    def check_model(self) -> None:
+        """Raise :class:`ModelMismatch` when the store's vectors came from another model."""
+        stored = self.stored_model()
+        if stored and stored != self.model:
+            raise ModelMismatch(
+                f"this store's vectors were made by {stored}, but the configured embedder is "
+                f"{self.model}; run `memdir reindex --vectors` to re-embed with it"
+            )
+
+    def counts(self) -> dict[str, int]:
+        conn = self.index.conn
+        return {
+            "chunks": int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0]),
+            "vectors": int(
+                conn.execute(
+                    "SELECT count(*) FROM vectors WHERE model = ?", (self.model,)
+                ).fetchone()[0]
+            ),
+            "pending": len(self._pending(conn)),
+        }
+
+    def _pending(self, conn: sqlite3.Connection) -> list[tuple[int, str]]:
+        rows = conn.execute(
+            "SELECT d.id, d.hash FROM docs d LEFT JOIN embedded e ON e.doc_id = d.id "
+            "WHERE d.hidden = 0 AND d.zone = 0 "
+            "AND (e.doc_id IS NULL OR e.hash != d.hash OR e.model != ?) ORDER BY d.id",
+            (self.model,),
+        ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    # -- sync ----------------------------------------------------------------------
+
+    def sync(self, *, progress: Progress | None = None) -> VectorSyncStats:
+        """Embed the documents whose content has no vectors for this model yet."""
+        import time
+
+        started = time.perf_counter()
+        stats = VectorSyncStats()
+        self.check_model()
+        with self._lock:
+            generation = str(self.index.generation)
+            if self.index.meta("vectors_generation") == f"{generation}:{self.model}":
+                stats.seconds = time.perf_counter() - started
+                return stats
+            conn = self.index.conn
+            with self.index.transaction() as wconn:
+                stats.removed = self._drop_stale(wconn)
+            pending = self._pending(conn)
+            total = len(pending)
+            if progress and total:
+                progress(0, total)
+            step = max(self.batch_size * 4, 64)
+            for lo in range(0, total, step):
+                part = pending[lo : lo + step]
+                self._embed_docs(part, stats)
+                stats.documents += len(part)
+                if progress:
+                    progress(min(lo + step, total), total)
+            with self.index.transaction() as wconn:
+                if not self.stored_model():
+                    self.index.set_meta(wconn, "vectors_model", self.model)
+                self.index.set_meta(wconn, "vectors_generation", f"{generation}:{self.model}")
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    def _drop_stale(self, conn: sqlite3.Connection) -> int:
+        """Forget chunks of documents that are gone, hidden or out of the searchable zone."""
+        cur = conn.execute(
+            "DELETE FROM chunks WHERE doc_id NOT IN "
+            "(SELECT id FROM docs WHERE hidden = 0 AND zone = 0)"
+        )
+        removed = cur.rowcount or 0
+        conn.execute(
+            "DELETE FROM embedded WHERE doc_id NOT IN "
+            "(SELECT id FROM docs WHERE hidden = 0 AND zone = 0)"
+        )
+        if removed:
+            conn.execute(
+                "DELETE FROM vectors WHERE model = ? AND text_hash NOT IN "
+                "(SELECT text_hash FROM chunks)",
+                (self.model,),
+            )
+        return removed
+
+    def _embed_docs(self, docs: Sequence[tuple[int, str]], stats: VectorSyncStats) -> None:
+        conn = self.index.conn
+        plan: list[tuple[int, str, list[tuple[int, int, int, str]]]] = []
+        texts: dict[str, str] = {}
+        for doc_id, doc_hash in docs:
+            row = conn.execute(
+                "SELECT d.title, f.body FROM docs d JOIN docs_fts f ON f.rowid = d.id "
+                "WHERE d.id = ?",
+                (doc_id,),
+            ).fetchone()
+            if row is None:
+                continue
+            text = passage(str(row[0] or ""), str(row[1] or ""))
+            pieces = self.embedder.chunks(
+                text, max_tokens=self.chunk_tokens, overlap=self.chunk_overlap
+            )
+            entries = []
+            for piece in pieces:
+                digest = _text_hash(piece.text)
+                texts.setdefault(digest, piece.text)
+                entries.append((piece.no, piece.start, piece.end, digest))
+            plan.append((doc_id, doc_hash, entries))
+        known = self._known_hashes(conn, list(texts))
+        todo = [h for h in texts if h not in known]
+        stats.cache_hits += len(texts) - len(todo)
+        vectors = self.embedder.embed([texts[h] for h in todo]) if todo else None
+        with self.index.transaction() as wconn:
+            if vectors is not None:
+                wconn.executemany(
+                    "INSERT OR REPLACE INTO vectors(model, text_hash, dim, vec) VALUES (?,?,?,?)",
+                    [
+                        (self.model, h, int(vectors.shape[1]), vectors[i].tobytes())
+                        for i, h in enumerate(todo)
+                    ],
+                )
+                stats.embedded += len(todo)
+            for doc_id, doc_hash, entries in plan:
+                wconn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+                wconn.executemany(
+                    "INSERT INTO chunks(doc_id, chunk_no, start, end, text_hash) "
+                    "VALUES (?,?,?,?,?)",
+                    [(doc_id, no, start, end, h) for no, start, end, h in entries],
+                )
+                wconn.execute(
+                    "INSERT OR REPLACE INTO embedded(doc_id, hash, model) VALUES (?,?,?)",
+                    (doc_id, doc_hash, self.model),
+                )
+                stats.chunks += len(entries)
+
+    def _known_hashes(self, conn: sqlite3.Connection, hashes: list[str]) -> set[str]:
+        found: set[str] = set()
+        for lo in range(0, len(hashes), 500):
+            part = hashes[lo : lo + 500]
+            marks = ",".join("?" * len(part))
+            found.update(
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT text_hash FROM vectors WHERE model = ? AND text_hash IN ({marks})",
+                    (self.model, *part),
+                )
+            )
+        return found
+
+    def clear(self) -> None:
+        """Drop every chunk and vector (all models): the next sync re-embeds everything."""
+        with self._lock, self.index.transaction() as conn:
+            conn.execute("DELETE FROM chunks")
+            conn.execute("DELETE FROM embedded")
+            conn.execute("DELETE FROM vectors")
+            conn.execute("DELETE FROM meta WHERE key IN ('vectors_model', 'vectors_generation')")
+            self._loaded_key = None
+
+    # -- search --------------------------------------------------------------------
+
+    def _load(self) -> None:
+        np = self._np
+        key = (self.index.generation, str(self.index.meta("vectors_generation")))
+        if self._loaded_key == key and self._matrix is not None:
+            return
+        rows = self.index.conn.execute(
+            "SELECT c.doc_id, c.chunk_no, c.start, c.end, v.vec FROM chunks c "
+            "JOIN vectors v ON v.text_hash = c.text_hash AND v.model = ? "
+            "ORDER BY c.doc_id, c.chunk_no",
+            (self.model,),
+        ).fetchall()
+        dim = self.embedder.dim
+        matrix = np.empty((len(rows), dim), dtype=np.float32)
+        for i, row in enumerate(rows):
+            matrix[i] = np.frombuffer(row[4], dtype=np.float32, count=dim)
+        self._matrix = matrix
+        self._rows = np.array([int(r[0]) for r in rows], dtype=np.int64)
+        self._chunk_rows = [(int(r[1]), int(r[2]), int(r[3])) for r in rows]
+        self._loaded_key = key
+
+    def search_vector(
+        self, qvec: Any, *, limit: int, filters: Filters | None = None
+    ) -> list[VectorHit]:
+        """The ``limit`` best visible documents for a unit query vector (best chunk per doc)."""
+        np = self._np
+        self.check_model()
+        with self._lock:
+            self._load()
+            matrix, rows = self._matrix, self._rows
+            chunk_rows = self._chunk_rows
+        if matrix is None or rows is None or not len(rows) or limit < 1:
+            return []
+        scores = matrix @ np.asarray(qvec, dtype=np.float32).reshape(-1)
+        flt = filters or Filters()
+        want = min(len(scores), limit * 4 + 32)
+        while True:
+            if want >= len(scores):
+                top = np.argsort(-scores, kind="stable")
+            else:
+                part = np.argpartition(-scores, want - 1)[:want]
+                top = part[np.argsort(-scores[part], kind="stable")]
+            best: dict[int, int] = {}
+            for i in top.tolist():
+                best.setdefault(int(rows[i]), i)
+            allowed = self._visible(list(best), flt)
+            hits = [
+                VectorHit(doc, float(scores[i]), *chunk_rows[i])
+                for doc, i in best.items()
+                if doc in allowed
+            ]
+            if len(hits) >= limit or want >= len(scores):
+                return hits[:limit]
+            want = min(len(scores), want * 4)
+
+    def _visible(self, doc_ids: list[int], filters: Filters) -> set[int]:
+        """The ids among ``doc_ids`` that pass the filters (hidden docs never do by default)."""
+        condition, params = filters.sql("d")
+        found: set[int] = set()
+        for chunk_ids in _batches(doc_ids, 500):
+            marks = ",".join("?" * len(chunk_ids))
+            found.update(
+                int(r[0])
+                for r in self.index.conn.execute(
+                    f"SELECT d.id FROM docs d WHERE d.id IN ({marks}){condition}",
+                    (*chunk_ids, *params),
+                )
+            )
+        return found
+
+
+def _batches(items: list[int], size: int) -> Iterator[list[int]]:
+    for lo in range(0, len(items), size):
+        yield items[lo : lo + size]
