@@ -35,6 +35,11 @@ class StoreSettings:
 class SearchSettings:
     default_limit: int = 10
     mode: str = "auto"
+    candidates: int = 50
+    rrf_k: int = 60
+    bm25_weight: float = 1.0
+    vector_weight: float = 1.0
+    neighbour_boost: float = 0.0
 
 
 @dataclass(frozen=True)
