@@ -1,0 +1,249 @@
+"""Benchmarks of turn memory: record rate, concurrent writers, context and DAG walks.
+
+    python bench/turns.py record  [--n 1000] [--procs 4]
+    python bench/turns.py context [--sizes 1000,100000] [--queries 200]
+    python bench/turns.py all
+
+``record`` writes turns through ``Memory.record_turn`` (index included,
+embeddings off, git on with ``store.git_batch_seconds`` so a burst shares
+commits), then runs ``--procs`` writer processes at once and checks no turn is
+lost. ``context`` builds stores of each size by rendering turn records straight
+to disk (the same format ``record_turn`` writes), indexes them once, then times
+``Memory.context`` and ``Memory.ancestors(depth=50)`` in process. The index sync
+every verb starts with is throttled (``store.sync_interval_seconds``) and timed
+separately, since its stat scan is the foundation's cost, not the pack's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from memdir.ids import new_id
+from memdir.service import Memory
+from memdir.store import Store
+from memdir.turns import TurnRecord, created_of, render_turn, turn_path
+
+WORDS = [
+    "deploy",
+    "rollback",
+    "kubernetes",
+    "billing",
+    "refund",
+    "login",
+    "cache",
+    "latency",
+    "migration",
+    "schema",
+    "index",
+    "token",
+    "budget",
+    "snapshot",
+    "router",
+    "thread",
+    "parent",
+    "ancestor",
+    "error",
+    "timeout",
+    "retry",
+    "queue",
+    "worker",
+]
+WORKLOG = [
+    {"tool": "search", "args": {"query": "deploy failure"}, "result": "3 hits"},
+    {"tool": "read", "args": {"path": "wiki/ops/deploy.md"}, "result": "make deploy"},
+    {"tool": "shell", "args": {"command": "make deploy"}, "error": "migration failed"},
+    {"tool": "shell", "args": {"command": "make migrate && make deploy"}, "result": "ok"},
+]
+
+
+def _overrides(batch: float) -> dict[str, dict[str, Any]]:
+    return {"embeddings": {"enabled": False}, "store": {"git_batch_seconds": batch}}
+
+
+def _writer(root: str, n: int, tag: str, batch: float) -> None:
+    with Memory.open(root, overrides=_overrides(batch)) as mem:
+        prev: list[str] = []
+        for i in range(n):
+            rec = mem.record_turn(
+                thread=f"w{tag}-{i % 20}",
+                user=f"u{i % 7}",
+                input=f"question {i} about {WORDS[i % len(WORDS)]}",
+                output=f"answer {i}",
+                worklog=WORKLOG,
+                parents=prev,
+                keywords=[WORDS[i % len(WORDS)]],
+            )
+            prev = [rec.id]
+
+
+def bench_record(n: int, procs: int, batch: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Store.init(Path(tmp) / "s")
+        started = time.perf_counter()
+        _writer(str(root), n, "solo", batch)  # closes: pending commits are flushed
+        seconds = time.perf_counter() - started
+        out["record_turns"] = n
+        out["record_seconds"] = round(seconds, 3)
+        out["record_turns_per_s"] = round(n / seconds, 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Store.init(Path(tmp) / "s")
+        ctx = multiprocessing.get_context("spawn")
+        each = max(n // procs, 1)
+        workers = [
+            ctx.Process(target=_writer, args=(str(root), each, str(k), batch)) for k in range(procs)
+        ]
+        started = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        seconds = time.perf_counter() - started
+        files = list((root / "episodes" / "turns").rglob("*.md"))
+        with Memory.open(root, overrides=_overrides(batch)) as mem:
+            mem.sync(force=True)
+            rows = mem.index.conn.execute("SELECT count(*) FROM docs WHERE type = 'turn'")
+            indexed = int(rows.fetchone()[0])
+        import subprocess
+
+        tracked = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "episodes/turns"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.count(".md\n")
+        out["concurrent_procs"] = procs
+        out["concurrent_expected"] = each * procs
+        out["concurrent_files"] = len(files)
+        out["concurrent_indexed"] = indexed
+        out["concurrent_committed"] = tracked
+        out["concurrent_turns_per_s"] = round(each * procs / seconds, 1)
+        out["concurrent_exit_codes"] = [w.exitcode for w in workers]
+    return out
+
+
+def build_store(root: Path, size: int, seed: int = 7) -> dict[str, Any]:
+    """Write ``size`` turn records straight to disk: 50 turns per thread, chained."""
+    rnd = random.Random(seed)
+    threads = max(size // 50, 1)
+    last: dict[int, str] = {}
+    all_ids: list[str] = []
+    base_ms = int(time.time() * 1000) - size * 10
+    for i in range(size):
+        ident = new_id(base_ms + i * 10)
+        t = i % threads
+        parents = [last[t]] if t in last else []
+        if all_ids and rnd.random() < 0.2:
+            other = rnd.choice(all_ids[-5000:])
+            if other not in parents:
+                parents.append(other)
+        words = rnd.choices(WORDS, k=30)
+        rec = TurnRecord(
+            id=ident,
+            thread=f"t{t}",
+            user=f"u{i % 500}",
+            channel="bench",
+            parents=tuple(parents),
+            keywords=tuple(words[:3]),
+            created=created_of(ident),
+            input=" ".join(words[:15]),
+            compact="- Tools (4 calls): search, read, shell x2\n- Result: ok",
+            output=" ".join(words[15:]),
+            extra={"compactor": "default"},
+        )
+        path = root / turn_path(ident)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_turn(rec), encoding="utf-8")
+        last[t] = ident
+        all_ids.append(ident)
+    (root / "SNAPSHOT.md").write_text("We deploy with make deploy; migrations first.\n")
+    return {"threads": threads, "latest": [last[t] for t in sorted(last)]}
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def bench_context(sizes: list[int], queries: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for size in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Store.init(Path(tmp) / "s", git=False)
+            started = time.perf_counter()
+            info = build_store(root, size)
+            built = time.perf_counter() - started
+            overrides = {**_overrides(0.0), "store": {"sync_interval_seconds": 3600.0}}
+            with Memory.open(root, overrides=overrides) as mem:
+                started = time.perf_counter()
+                mem.sync(force=True)
+                indexed = time.perf_counter() - started
+                started = time.perf_counter()
+                mem.index.sync()
+                rescan = time.perf_counter() - started
+                rnd = random.Random(1)
+                mem.context(thread="t0", user="u0", keywords=["deploy"], budget=2000)  # warm
+                times: list[float] = []
+                for _ in range(queries):
+                    t = rnd.randrange(info["threads"])
+                    kws = rnd.sample(WORDS, 2)
+                    started = time.perf_counter()
+                    pack = mem.context(thread=f"t{t}", user=f"u{t % 500}", keywords=kws)
+                    times.append(time.perf_counter() - started)
+                    assert pack.tokens <= mem.settings.turns.context_budget
+                walk: list[float] = []
+                depths: list[int] = []
+                for _ in range(queries):
+                    tip = rnd.choice(info["latest"])
+                    started = time.perf_counter()
+                    nodes = mem.ancestors(tip, depth=50)
+                    walk.append(time.perf_counter() - started)
+                    depths.append(max((n.depth for n in nodes), default=0))
+            out[str(size)] = {
+                "build_seconds": round(built, 1),
+                "index_seconds": round(indexed, 1),
+                "sync_rescan_ms": round(rescan * 1000, 1),
+                "context_p50_ms": round(statistics.median(times) * 1000, 2),
+                "context_p95_ms": round(_pct(times, 0.95) * 1000, 2),
+                "ancestors50_p50_ms": round(statistics.median(walk) * 1000, 2),
+                "ancestors50_p95_ms": round(_pct(walk, 0.95) * 1000, 2),
+                "ancestors50_max_depth": max(depths),
+            }
+            print(json.dumps({size: out[str(size)]}), file=sys.stderr)
+    if len(sizes) >= 2:
+        small, big = out[str(min(sizes))], out[str(max(sizes))]
+        out["context_p95_ratio"] = round(big["context_p95_ms"] / small["context_p95_ms"], 2)
+        out["context_p50_ratio"] = round(big["context_p50_ms"] / small["context_p50_ms"], 2)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="turn memory benchmarks")
+    parser.add_argument("what", choices=["record", "context", "all"])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--batch", type=float, default=1.0, help="store.git_batch_seconds")
+    parser.add_argument("--sizes", default="1000,100000")
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    result: dict[str, Any] = {}
+    if args.what in {"record", "all"}:
+        result["record"] = bench_record(args.n, args.procs, args.batch)
+    if args.what in {"context", "all"}:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        result["context"] = bench_context(sizes, args.queries)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

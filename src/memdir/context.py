@@ -1,0 +1,345 @@
+"""Mode one: the context pack injected at the start of a turn.
+
+One pack, assembled from bounded index look-ups only (every query has a LIMIT
+and runs on an index), so its cost does not grow with the store:
+
+1. ``SNAPSHOT.md`` when it exists (required: a budget too small for it is an error);
+2. the routers (``index.md`` files), top first;
+3. the latest turns of the thread;
+4. recent turns of the same user in other threads (among the user's 200 latest);
+5. turns matching the keywords (BM25 over the 200 most recent matches);
+6. the recent DAG ancestors of the thread's latest turn: the nearest ones with
+   their compact section, older ones as input and output only.
+
+Every item carries the reason it is there; an item met again under another
+reason is not repeated (the reason is added to ``also``). Items are added in
+that order while they fit; the rendered pack's token count (see
+:mod:`memdir.tokens`) never exceeds the budget, and the same store gives the
+same pack.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import tokens
+from .errors import InvalidDocument, InvalidInput, InvalidQuery
+from .turns import (
+    TurnRecord,
+    is_turn_id,
+    parse_sections,
+    split_frontmatter,
+    validate_keywords,
+    validate_name,
+)
+
+if TYPE_CHECKING:
+    from .turns import TurnVerbs
+
+SNAPSHOT = "SNAPSHOT.md"
+RECENT_WINDOW = 200
+ROUTER_WHERE = "(path = 'index.md' OR path LIKE '%/index.md')"
+
+
+@dataclass
+class PackItem:
+    """One entry of a pack: what it is, why it is there, its text and token count."""
+
+    kind: str
+    ref: str
+    path: str
+    reason: str
+    text: str
+    tokens: int = 0
+    also: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "ref": self.ref,
+            "path": self.path,
+            "reason": self.reason,
+            "also": list(self.also),
+            "tokens": self.tokens,
+            "text": self.text,
+        }
+
+
+@dataclass
+class ContextPack:
+    """The pack: its items in order, the rendered text, and its token accounting."""
+
+    thread: str
+    user: str
+    keywords: tuple[str, ...]
+    budget: int
+    counter: str
+    items: list[PackItem]
+    text: str
+    tokens: int
+    omitted: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread": self.thread,
+            "user": self.user,
+            "keywords": list(self.keywords),
+            "budget": self.budget,
+            "tokens": self.tokens,
+            "counter": self.counter,
+            "items": [item.to_dict() for item in self.items],
+            "omitted": self.omitted,
+            "text": self.text,
+        }
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)].rstrip() + "…"
+
+
+def _header(thread: str, user: str, keywords: Sequence[str]) -> str:
+    parts = [f"thread {thread}"]
+    if user:
+        parts.append(f"user {user}")
+    if keywords:
+        parts.append("keywords " + ", ".join(keywords))
+    return "# memdir context\n\n_" + "; ".join(parts) + "_"
+
+
+def _item_text(title: str, reason: str, body: str) -> str:
+    return f"## {title}\n\n_why: {reason}_\n\n{body}".rstrip()
+
+
+def _turn_body(rec: TurnRecord, form: str, limit: int) -> str:
+    lines = []
+    if rec.input.strip():
+        lines.append("**Input:** " + _clip(rec.input, limit))
+    if form == "full" and rec.compact.strip():
+        lines.append("**Work:**\n" + _clip(rec.compact, limit))
+    if rec.output.strip():
+        lines.append("**Output:** " + _clip(rec.output, limit))
+    return "\n\n".join(lines)
+
+
+class _Builder:
+    def __init__(self, mem: TurnVerbs, budget: int, counter: tokens.Counter) -> None:
+        self.mem = mem
+        self.conn: sqlite3.Connection = mem.index.conn
+        self.budget = budget
+        self.counter = counter
+        self.items: list[PackItem] = []
+        self.by_path: dict[str, PackItem] = {}
+        self.omitted: list[dict[str, Any]] = []
+        self.used = 0
+        self.sep = counter.count("\n\n")
+        self.limit = max(mem.settings.turns.context_item_chars, 40)
+
+    def offer(self, item: PackItem) -> bool:
+        seen = self.by_path.get(item.path)
+        if seen is not None:
+            if item.reason not in seen.also and item.reason != seen.reason:
+                seen.also.append(item.reason)
+            return True
+        item.tokens = self.counter.count(item.text)
+        if self.used + self.sep + item.tokens > self.budget:
+            self.omitted.append({"ref": item.ref, "reason": item.reason, "tokens": item.tokens})
+            return False
+        self.used += self.sep + item.tokens
+        self.items.append(item)
+        self.by_path[item.path] = item
+        return True
+
+    def read_turn(self, path: str) -> TurnRecord | None:
+        try:
+            text = (self.mem.store.root / path).read_text(encoding="utf-8")
+            fm, body = split_frontmatter(text)
+            inp, compact, out = parse_sections(body)
+        except (OSError, UnicodeDecodeError, InvalidDocument):
+            return None
+        return TurnRecord(
+            id=str(fm.get("episode_id", "")),
+            thread=str(fm.get("thread") or ""),
+            user=str(fm.get("user") or ""),
+            created=str(fm.get("created") or ""),
+            input=inp,
+            compact=compact,
+            output=out,
+        )
+
+    def offer_turn(self, row: Any, reason: str, form: str) -> None:
+        path = row["path"]
+        if path in self.by_path:
+            self.offer(PackItem("turn", row["episode_id"], path, reason, ""))
+            return
+        rec = self.read_turn(path)
+        if rec is None:
+            return
+        title = f"turn {rec.id} · thread {rec.thread} · {rec.created}"
+        body = _turn_body(rec, form, self.limit)
+        self.offer(PackItem("turn", rec.id, path, reason, _item_text(title, reason, body)))
+
+
+_TURN_COLS = "d.path, d.episode_id, d.thread, d.user, d.created"
+
+
+def _newest(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
+    return sorted(rows, key=lambda r: (r["created"] or "", r["episode_id"] or ""), reverse=True)
+
+
+def build_pack(
+    mem: TurnVerbs,
+    *,
+    thread: str,
+    user: str = "",
+    keywords: Sequence[str] | str = (),
+    budget: int | None = None,
+) -> ContextPack:
+    """Assemble the pack (the index must be in step; :meth:`TurnVerbs.context` syncs)."""
+    cfg = mem.settings.turns
+    thread = validate_name("thread", thread, required=True)
+    user = validate_name("user", user, required=False)
+    kws = validate_keywords(keywords)
+    size = cfg.context_budget if budget is None else budget
+    if not isinstance(size, int) or size < 1:
+        raise InvalidInput(f"budget must be a positive number of tokens, got {size!r}")
+    counter = tokens.counter(cfg.token_counter)
+    header = _header(thread, user, kws)
+    head_tokens = counter.count(header + "\n")
+    if head_tokens > size:
+        raise InvalidInput(f"budget {size} tokens is below the pack header ({head_tokens} tokens)")
+    b = _Builder(mem, size, counter)
+    b.used = head_tokens
+    conn = b.conn
+
+    # 1. the snapshot: mandatory, so a budget that cannot hold it is an error.
+    snap = mem.store.root / SNAPSHOT
+    if snap.is_file():
+        text = snap.read_text(encoding="utf-8", errors="replace")
+        if text.startswith("---\n"):
+            end = text.find("\n---\n", 3)
+            text = text[end + 5 :] if end >= 0 else text
+        item = PackItem("snapshot", SNAPSHOT, SNAPSHOT, "the store snapshot (tier 0)", "")
+        item.text = _item_text("snapshot", item.reason, text.strip())
+        if not b.offer(item):
+            need = head_tokens + b.sep + item.tokens
+            raise InvalidInput(
+                f"budget {size} tokens is below what the snapshot alone needs ({need} tokens "
+                f"with the header, counted with {counter.name}); raise the budget"
+            )
+
+    # 2. routers, top first.
+    for row in conn.execute(
+        f"SELECT path FROM docs WHERE {ROUTER_WHERE} AND hidden = 0 AND zone = 0 "
+        "ORDER BY length(path) - length(replace(path, '/', '')), path LIMIT ?",
+        (max(cfg.context_routers, 0),),
+    ):
+        rel = row["path"]
+        try:
+            text = (mem.store.root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if text.startswith("---\n"):
+            end = text.find("\n---\n", 3)
+            text = text[end + 5 :] if end >= 0 else text
+        reason = "top router" if rel == "index.md" else "router"
+        b.offer(PackItem("router", rel, rel, reason, _item_text(rel, reason, _clip(text, b.limit))))
+
+    # 3. latest turns of the thread.
+    thread_rows = _newest(
+        conn.execute(
+            f"SELECT {_TURN_COLS} FROM docs d WHERE d.thread = ? AND d.type = 'turn' "
+            "AND d.hidden = 0 AND d.zone = 0 ORDER BY d.created DESC LIMIT ?",
+            (thread, max(cfg.context_thread_turns, 0) + 8),
+        ).fetchall()
+    )[: max(cfg.context_thread_turns, 0)]
+    for row in thread_rows:
+        b.offer_turn(row, f"latest turn of thread {thread}", "full")
+
+    # 4. recent turns of the same user in other threads.
+    if user:
+        rows = conn.execute(
+            f"SELECT {_TURN_COLS} FROM docs d WHERE d.user = ? AND d.type = 'turn' "
+            "AND d.hidden = 0 AND d.zone = 0 ORDER BY d.created DESC LIMIT ?",
+            (user, RECENT_WINDOW),
+        ).fetchall()
+        others = [r for r in _newest(rows) if r["thread"] != thread]
+        for row in others[: max(cfg.context_user_turns, 0)]:
+            b.offer_turn(row, f"recent turn of user {user} in thread {row['thread']}", "full")
+
+    # 5. turns matching the keywords (BM25 among the most recent matches).
+    if kws and cfg.context_keyword_turns > 0:
+        from .index.search import fts_query
+
+        try:
+            match = fts_query(" ".join(kws))
+        except InvalidQuery:
+            match = ""
+        if match:
+            rows = conn.execute(
+                f"SELECT {_TURN_COLS}, bm25(docs_fts, 3.0, 1.0) AS score "
+                "FROM docs_fts JOIN docs d ON d.id = docs_fts.rowid "
+                "WHERE docs_fts MATCH ? AND d.type = 'turn' AND d.hidden = 0 AND d.zone = 0 "
+                "ORDER BY docs_fts.rowid DESC LIMIT ?",
+                (match, RECENT_WINDOW),
+            ).fetchall()
+            ranked = sorted(rows, key=lambda r: (r["score"], r["episode_id"] or ""))
+            for row in ranked[: cfg.context_keyword_turns]:
+                b.offer_turn(row, "matches keywords " + ", ".join(kws), "full")
+
+    # 6. recent DAG ancestors of the thread's latest turn.
+    if thread_rows and cfg.context_ancestors > 0 and is_turn_id(thread_rows[0]["episode_id"]):
+        latest = thread_rows[0]["episode_id"]
+        nodes = mem._walk(
+            latest,
+            max(cfg.context_ancestor_depth, 1),
+            cfg.context_ancestors * 4,
+            up=True,
+        )
+        recent = sorted(nodes, key=lambda n: (n.created, n.id), reverse=True)
+        recent = recent[: cfg.context_ancestors]
+        for rank, node in enumerate(recent):
+            form = "full" if rank < cfg.context_ancestors_compact else "io"
+            row = {
+                "path": node.path,
+                "episode_id": node.id,
+                "thread": node.thread,
+                "user": node.user,
+                "created": node.created,
+            }
+            reason = f"ancestor of {latest} (depth {node.depth})"
+            b.offer_turn(row, reason, form)
+
+    parts = [header] + [item.text for item in b.items]
+    text = "\n\n".join(parts) + "\n"
+    total = counter.count(text)
+    # Counts of parts are not exactly additive for BPE; drop from the end until it fits.
+    while total > size and b.items:
+        dropped = b.items.pop()
+        if dropped.kind == "snapshot":
+            raise InvalidInput(
+                f"budget {size} tokens is below what the snapshot alone needs "
+                f"({counter.count(header + chr(10) * 2 + dropped.text + chr(10))} tokens); "
+                "raise the budget"
+            )
+        b.omitted.append({"ref": dropped.ref, "reason": dropped.reason, "tokens": dropped.tokens})
+        text = "\n\n".join([header] + [item.text for item in b.items]) + "\n"
+        total = counter.count(text)
+    if total > size:
+        raise InvalidInput(f"budget {size} tokens is below the pack header ({total} tokens)")
+    return ContextPack(
+        thread=thread,
+        user=user,
+        keywords=kws,
+        budget=size,
+        counter=counter.name,
+        items=b.items,
+        text=text,
+        tokens=total,
+        omitted=b.omitted,
+    )

@@ -1,0 +1,240 @@
+"""Turn records through the service and the CLI: parents, the DAG, bad input, concurrency."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from memdir.errors import Conflict, InvalidInput, NotFound
+from memdir.ids import new_id
+from memdir.service import Memory
+from memdir.store import Store
+from memdir.turns import parse_turn, turn_path, worklog_path
+
+NO_GIT = {"store": {"git_commit": False}}
+
+
+@pytest.fixture
+def tmem(tmp_path: Path) -> Iterator[Memory]:
+    root = Store.init(tmp_path / "s", git=False)
+    mem = Memory.open(root, overrides=NO_GIT)
+    yield mem
+    mem.close()
+
+
+def _turn_files(root: Path) -> list[str]:
+    folder = root / "episodes" / "turns"
+    return sorted(p.name for p in folder.rglob("*") if p.is_file() and p.name[0] != ".")
+
+
+def test_record_writes_record_and_exact_worklog(tmem: Memory) -> None:
+    raw = b'{"tool": "grep", "args": {"pattern": "deploy"}, "result": "2 hits"}\n{"tool":"read"}'
+    rec = tmem.record_turn(
+        thread="t1",
+        user="ana",
+        channel="cli",
+        input="How do I deploy?",
+        output="Use make deploy.",
+        worklog=raw,
+        keywords=["deploy"],
+        provenance="session:abc",
+        actor="agent-7",
+    )
+    path = tmem.root / turn_path(rec.id)
+    assert path.is_file() and rec.path == turn_path(rec.id)
+    assert (tmem.root / worklog_path(rec.id)).read_bytes() == raw
+    assert tmem.turn_worklog(rec.id) == raw
+    back = tmem.turn_show(rec.id)
+    assert (back.input, back.output, back.thread, back.user) == (
+        "How do I deploy?",
+        "Use make deploy.",
+        "t1",
+        "ana",
+    )
+    assert "grep(pattern=deploy)" in back.compact
+    assert back.extra["tool_calls"] == 2 and back.extra["compactor"] == "default"
+    derived = back.extra["derived-from"]
+    assert derived[0]["type"] == "session" and derived[0]["actor"] == "agent-7"
+    row = tmem.index.conn.execute(
+        "SELECT type, thread, user, memory_kind FROM docs WHERE episode_id = ?", (rec.id,)
+    ).fetchone()
+    assert tuple(row) == ("turn", "t1", "ana", "episodic")
+
+
+def test_ids_sort_by_time_and_parents_link(tmem: Memory) -> None:
+    a = tmem.record_turn(thread="t", input="a")
+    b = tmem.record_turn(thread="t", input="b", parents=[a.id])
+    assert a.id < b.id
+    assert [n.id for n in tmem.ancestors(b.id)] == [a.id]
+    assert [n.id for n in tmem.descendants(a.id)] == [b.id]
+
+
+def test_bad_input_writes_nothing(tmem: Memory) -> None:
+    good = tmem.record_turn(thread="t", input="ok")
+    before = _turn_files(tmem.root)
+    tmem.write("notes/a.md", f"---\nepisode_id: {new_id()}\ntype: note\n---\nhi\n")
+    note_id = tmem.index.conn.execute(
+        "SELECT episode_id FROM docs WHERE path = 'notes/a.md'"
+    ).fetchone()[0]
+    tmem.write("notes/b.md", "---\nepisode_id: operational-x-1\ntype: episode\n---\nhi\n")
+    cases = [
+        ({"parents": [new_id()]}, "unknown parent turn"),
+        ({"parents": ["not-an-id"]}, "unknown parent turn: not-an-id"),
+        ({"parents": [note_id]}, "is not a turn"),
+        ({"parents": ["operational-x-1"]}, "is not a turn"),
+        ({"input": "", "output": "  "}, "both are empty"),
+        ({"thread": "a/b"}, "path separators"),
+        ({"thread": "x\x07"}, "control character"),
+        ({"user": "..\\x"}, "path separators"),
+        ({"worklog": b"{nope\n"}, "line 1 is not valid JSON"),
+        ({"worklog": [1]}, "entry 1 must be an object"),
+        ({"provenance": "nocolon"}, "type:id"),
+    ]
+    for change, message in cases:
+        kwargs: dict[str, object] = {"thread": "t", "input": "x", "parents": [good.id]}
+        kwargs.update(change)
+        with pytest.raises(InvalidInput, match=message):
+            tmem.record_turn(**kwargs)  # type: ignore[arg-type]
+    own = new_id()
+    with pytest.raises(InvalidInput, match="own parent"):
+        tmem.record_turn(thread="t", input="x", parents=[own], id=own)
+    with pytest.raises(Conflict):
+        tmem.record_turn(thread="t", input="again", id=good.id)
+    assert _turn_files(tmem.root) == before
+
+
+def _dag(mem: Memory) -> dict[str, str]:
+    """a <- b, a <- c, (b, c) <- d <- e; f alone."""
+    ids: dict[str, str] = {}
+    for name, parents in [("a", ""), ("b", "a"), ("c", "a"), ("d", "bc"), ("e", "d"), ("f", "")]:
+        rec = mem.record_turn(thread="dag", input=name, parents=[ids[p] for p in parents])
+        ids[name] = rec.id
+    return ids
+
+
+def test_ancestors_and_descendants_of_a_hand_built_dag(tmem: Memory) -> None:
+    ids = _dag(tmem)
+    name = {v: k for k, v in ids.items()}
+    anc = [(name[n.id], n.depth) for n in tmem.ancestors(ids["e"])]
+    assert anc == [("d", 1), ("c", 2), ("b", 2), ("a", 3)]  # newest first within a level
+    assert [name[n.id] for n in tmem.ancestors(ids["e"], depth=2)] == ["d", "c", "b"]
+    assert [name[n.id] for n in tmem.ancestors(ids["e"], limit=2)] == ["d", "c"]
+    desc = [(name[n.id], n.depth) for n in tmem.descendants(ids["a"])]
+    assert desc == [("c", 1), ("b", 1), ("d", 2), ("e", 3)]
+    assert tmem.ancestors(ids["f"]) == [] and tmem.descendants(ids["e"]) == []
+    assert [name[n.id] for n in tmem.thread("dag", last=2)] == ["f", "e"]
+    with pytest.raises(NotFound):
+        tmem.ancestors(new_id())
+
+
+def test_a_hand_made_cycle_does_not_loop(tmem: Memory) -> None:
+    ids = _dag(tmem)
+    # Edit a's file by hand so that a names e as its parent: a cycle.
+    path = tmem.root / turn_path(ids["a"])
+    text = path.read_text()
+    path.write_text(text.replace("parents: []", f'parents: ["{ids["e"]}"]'))
+    assert parse_turn(path.read_text()).parents == (ids["e"],)
+    tmem.sync(force=True)
+    got = [n.id for n in tmem.ancestors(ids["e"], depth=100)]
+    assert sorted(got) == sorted([ids["d"], ids["c"], ids["b"], ids["a"]])
+    assert ids["e"] not in got
+    assert ids["e"] in [n.id for n in tmem.descendants(ids["d"], depth=100)]
+
+
+def test_dag_walk_reads_no_files(tmem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = _dag(tmem)
+    tmem.sync(force=True)
+    statements: list[str] = []
+    tmem.index.conn.set_trace_callback(statements.append)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the DAG walk must not read files")
+
+    monkeypatch.setattr(Path, "read_text", refuse)
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    monkeypatch.setattr(tmem, "sync", lambda **kw: None)
+    assert len(tmem.ancestors(ids["e"], depth=50)) == 4
+    tmem.index.conn.set_trace_callback(None)
+    assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) <= 6
+
+
+def _writer(root: str, n: int, tag: str) -> None:
+    mem = Memory.open(root, overrides=NO_GIT)
+    try:
+        for i in range(n):
+            mem.record_turn(thread=f"w-{tag}", input=f"{tag} {i}", output="ok")
+    finally:
+        mem.close()
+
+
+def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(root), 15, str(k))) for k in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    files = [f for f in _turn_files(root) if f.endswith(".md")]
+    assert len(files) == 60 and len(set(files)) == 60
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        mem.sync(force=True)
+        for k in range(4):
+            assert len(mem.thread(f"w-{k}", last=100)) == 15
+
+
+def test_cli_record_show_and_walk(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s")
+    log = tmp_path / "run.jsonl"
+    raw = '{"tool": "search", "args": {"query": "ünï"}}\n{"result": "found"}\n'.encode()
+    log.write_bytes(raw)
+    first = run_cli(
+        "--root", str(root), "turn", "record", "--thread", "c1", "--user", "bo",
+        "--input", "hello", "--output", "hi", "--worklog", str(log), "--keyword", "greet,intro",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    a = first.stdout.decode().strip()
+    payload = {"thread": "c1", "input": "next", "output": "done", "parents": [a],
+               "worklog": [{"tool": "read", "args": {"path": "x.md"}}]}  # fmt: skip
+    second = run_cli("--root", str(root), "turn", "record", "--json",
+                     stdin=json.dumps(payload).encode())  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    b = json.loads(second.stdout)
+    assert b["parents"] == [a] and b["keywords"] == [] and "read(path=x.md)" in b["compact"]
+    shown = run_cli("--root", str(root), "turn", "show", a, "--raw")
+    assert shown.stdout == raw
+    full = run_cli("--root", str(root), "turn", "show", a).stdout.decode()
+    assert "## Input\n\nhello" in full and 'keywords: ["greet", "intro"]' in full
+    anc = json.loads(run_cli("--root", str(root), "turn", "ancestors", b["id"], "--json").stdout)
+    assert [(n["id"], n["depth"]) for n in anc] == [(a, 1)]
+    desc = run_cli("--root", str(root), "turn", "descendants", a).stdout.decode()
+    assert b["id"] in desc
+    thread = json.loads(run_cli("--root", str(root), "turn", "thread", "c1", "--json").stdout)
+    assert [n["id"] for n in thread] == [b["id"], a]
+    # git history holds both records
+    log_out = (root / ".git").exists()
+    assert log_out
+
+
+def test_cli_bad_input_is_a_clear_error(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    bad = [
+        (["--thread", "t", "--input", "x", "--parent", new_id()], "unknown parent turn"),
+        (["--thread", "a/b", "--input", "x"], "path separators"),
+        (["--thread", "t", "--input", "", "--output", ""], "both are empty"),
+    ]
+    for args, message in bad:
+        out = run_cli("--root", str(root), "turn", "record", *args)
+        assert out.returncode == 2
+        assert out.stderr.decode().startswith("error: ") and message in out.stderr.decode()
+    out = run_cli("--root", str(root), "turn", "record", stdin=b'{"thread": "t", "inptu": "x"}')
+    assert out.returncode == 2 and "unknown key(s) in the JSON object: inptu" in out.stderr.decode()
+    out = run_cli("--root", str(root), "turn", "record", stdin=b"[1]")
+    assert out.returncode == 2 and "one JSON object" in out.stderr.decode()
+    assert _turn_files(root) == []
