@@ -4,7 +4,9 @@ The score of a bundle is the share of its scope's content terms (stemmed, stopwo
 that occur in the source: ``|scope ∩ source| / |scope|``, between 0 and 1. Every bundle whose
 score reaches the routing threshold fits. When none does, the best bundle still takes the
 source if its score reaches the quarantine threshold; otherwise the source is quarantined with
-a reason that names the best score. Ties keep the order of PROGRAM.md.
+a reason that names the best score. Fitting bundles are ordered by score, then by the number
+of times the source uses the matched terms ("mass"); a weak fit goes to the bundle with the
+largest mass. Remaining ties keep the order of PROGRAM.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..program import Bundle
-from .terms import STOPWORDS, stem, term_set, words
+from .terms import STOPWORDS, stem, term_set, terms, words
 
 
 @dataclass(frozen=True)
@@ -42,18 +44,21 @@ def route(bundles: Sequence[Bundle], text: str, *, routing: float, quarantine: f
     """Decide where a source goes (see the module docstring for the rule)."""
     if not bundles:
         return Route((), {}, {}, "no bundles are defined in PROGRAM.md")
-    source_terms = term_set(text)
+    counts = Counter(terms(text))
+    source_terms = frozenset(counts)
     if not source_terms:
         return Route((), {}, {}, "the source has no words to route by")
     scores: dict[str, float] = {}
     matched: dict[str, tuple[str, ...]] = {}
     for bundle in bundles:
         scores[bundle.name], matched[bundle.name] = score(bundle.scope, source_terms)
-    order = sorted(bundles, key=lambda b: -scores[b.name])
+    mass = {b.name: sum(counts[t] for t in matched[b.name]) for b in bundles}
+    order = sorted(bundles, key=lambda b: (-scores[b.name], -mass[b.name]))
     fits = tuple(b.name for b in order if scores[b.name] >= routing)
     if fits:
         return Route(fits, scores, matched)
-    best = order[0].name
+    weak = [b.name for b in bundles if scores[b.name] >= quarantine and scores[b.name] > 0]
+    best = max(weak, key=lambda n: (mass[n], scores[n])) if weak else order[0].name
     if scores[best] >= quarantine and scores[best] > 0:
         return Route((best,), scores, matched, f"weak fit: best score {scores[best]:.2f}")
     return Route(
@@ -92,7 +97,7 @@ def pick_topic(
     """(topic slug, is_new). A hint wins; else the existing topic whose name terms occur most
     often in the source; else a new topic named after the source's most frequent scope word
     (or its most frequent word when it uses none of the scope's)."""
-    from .terms import slugify, terms
+    from .terms import slugify
 
     existing = list(topics)
     if hint:

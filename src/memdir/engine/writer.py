@@ -22,7 +22,7 @@ from ..errors import InvalidInput, ProviderError
 from ..harness import Harness, validate_article
 from ..plugins import hookimpl
 from ..program import Budgets
-from .terms import keywords, sentences, term_set, terms
+from .terms import sentences, term_set, terms
 
 EXTRACTIVE = "extractive"
 MODEL = "openai"
@@ -143,7 +143,9 @@ class ExtractiveWriter:
         advice_in_points = [s for s, _ in key_points if _ADVICE.search(s)]
         takeaways = [f"{s} [^{src.id}]" for s in (rest + advice_in_points)]
         takeaways = takeaways[: request.budgets.takeaways]
-        tags = keywords([src.title, src.text], limit=5)
+        from .routing import surface_keywords
+
+        tags = [word for _, word in surface_keywords(f"{src.title}\n{src.text}", limit=5)]
         if not takeaways:
             takeaways = ["Main terms: " + ", ".join(tags) + "."] if tags else []
         return Draft(

@@ -1,0 +1,348 @@
+"""consolidate: inbox sources -> routed, cited articles (or quarantine), plus the work packet
+(``--plan``) and its validation on return (``--apply``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import frontmatter
+from ..errors import InvalidInput
+from ..harness import Harness
+from ..program import Program
+from . import routing, wiki
+from .files import Batch, markdown_under
+from .reflect import now_utc, rfc3339
+from .terms import slugify
+from .writer import (
+    Draft,
+    ExtractiveWriter,
+    SourceDoc,
+    Writer,
+    WriteRequest,
+    check,
+    render_article,
+    source_title,
+)
+
+PACKET_KIND = "memdir.consolidate.plan"
+
+
+@dataclass
+class Source:
+    path: str
+    episode_id: str
+    fm: dict[str, Any]
+    body: str
+
+    def doc(self) -> SourceDoc:
+        sid = "src-" + slugify(self.episode_id)[-8:]
+        title = source_title(self.body, self.fm, Path(self.path).stem)
+        return SourceDoc(sid, self.path, self.episode_id, title, self.body)
+
+
+@dataclass
+class Outcome:
+    articles: list[str] = field(default_factory=list)
+    quarantined: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    bundles: set[str] = field(default_factory=set)
+    lessons_recalled: int = 0
+
+
+def merged_ids(root: Path) -> set[str]:
+    """Episode ids and paths that some wiki page's merged-from already references."""
+    seen: set[str] = set()
+    for rel in markdown_under(root, "wiki"):
+        fm = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace")).fm
+        items = fm.get("merged-from")
+        if isinstance(items, list):
+            for item in items:
+                if isinstance(item, Mapping):
+                    for key in ("id", "path"):
+                        if isinstance(item.get(key), str):
+                            seen.add(item[key].strip())
+    return seen
+
+
+def unseen_sources(root: Path) -> list[Source]:
+    done = merged_ids(root)
+    out = []
+    for rel in markdown_under(root, "inbox"):
+        parsed = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace"))
+        eid = parsed.fm.get("episode_id")
+        eid = eid.strip() if isinstance(eid, str) and eid.strip() else Path(rel).stem
+        if eid in done or rel in done:
+            continue
+        out.append(Source(rel, eid, parsed.fm, parsed.body))
+    return out
+
+
+def _route(program: Program, src: Source) -> routing.Route:
+    if not src.body.strip():
+        return routing.Route((), {}, {}, "the source is empty")
+    hint = src.fm.get("bundle")
+    if isinstance(hint, str) and program.bundle(hint):
+        return routing.Route((hint,), {hint: 1.0}, {}, "bundle named by the source")
+    title = src.fm.get("title") if isinstance(src.fm.get("title"), str) else ""
+    return routing.route(
+        program.bundles,
+        f"{title}\n{src.body}",
+        routing=program.thresholds.routing,
+        quarantine=program.thresholds.quarantine,
+    )
+
+
+def _request(
+    root: Path,
+    program: Program,
+    harness: Harness,
+    src: Source,
+    bundle: str,
+    *,
+    cache: dict[str, list[wiki.Article]],
+) -> tuple[WriteRequest, str]:
+    """The write request for one source in one bundle, and the target path."""
+    items = cache.setdefault(bundle, wiki.articles(root, bundle))
+    topics = sorted({a.topic for a in items if a.topic})
+    spec = program.bundle(bundle)
+    hint = src.fm.get("topic") if isinstance(src.fm.get("topic"), str) else None
+    topic, _ = routing.pick_topic(src.body, topics, spec.scope if spec else "", hint=hint)
+    doc = src.doc()
+    request = WriteRequest(
+        bundle, topic, doc, wiki.related_candidates(items), program.budgets, harness
+    )
+    return request, ""
+
+
+def target_path(root: Path, request: WriteRequest, title: str, taken: set[str]) -> str:
+    base = slugify(title)
+    n = 1
+    while True:
+        slug = base if n == 1 else f"{base}-{n}"
+        rel = f"wiki/{request.bundle}/{request.topic}/{slug}.md"
+        if rel not in taken and not (root / rel).exists():
+            return rel
+        n += 1
+
+
+def quarantine(batch: Batch, src: Source, reason: str, scores: Mapping[str, float]) -> str:
+    text = (batch.store.root / src.path).read_text(encoding="utf-8", errors="replace")
+    stamp = rfc3339(now_utc())
+
+    def mutate(fm: Any) -> None:
+        fm["quarantine_reason"] = reason
+        fm["quarantined_at"] = stamp
+        fm["route_scores"] = {k: round(v, 3) for k, v in scores.items()}
+
+    new = (
+        frontmatter.edit(text, mutate)
+        if frontmatter.parse(text).has_block
+        else (
+            frontmatter.render(
+                {
+                    "episode_id": src.episode_id,
+                    "memory_kind": "episodic",
+                    "type": "ingest",
+                    "quarantine_reason": reason,
+                    "quarantined_at": stamp,
+                },
+                text,
+            )
+        )
+    )
+    rel = "quarantine/" + src.path.split("/", 1)[1]
+    batch.write(rel, new)
+    batch.delete(src.path)
+    return rel
+
+
+def run(
+    batch: Batch,
+    root: Path,
+    program: Program,
+    harness: Harness,
+    writer: Writer,
+    *,
+    actor: str,
+    limit: int | None = None,
+) -> Outcome:
+    """Consolidate every unseen inbox source (the files are written through ``batch``)."""
+    out = Outcome()
+    cache: dict[str, list[wiki.Article]] = {}
+    taken: set[str] = set()
+    fallback = ExtractiveWriter()
+    sources = unseen_sources(root)
+    for src in sources[: limit if limit else None]:
+        route = _route(program, src)
+        if route.quarantined:
+            rel = quarantine(batch, src, route.reason, route.scores)
+            out.quarantined.append({"source": src.path, "to": rel, "reason": route.reason})
+            continue
+        for bundle in route.bundles:
+            request, _ = _request(root, program, harness, src, bundle, cache=cache)
+            draft = writer.write(request)
+            at = rfc3339(now_utc())
+            text = render_article(request, draft, at=at, actor=actor)
+            problems = check(request, text)
+            if problems and writer.name != fallback.name:
+                out.notes.append(f"{src.path}: {writer.name} draft refused ({problems[0]})")
+                draft = fallback.write(request)
+                text = render_article(request, draft, at=at, actor=actor)
+                problems = check(request, text)
+            if problems:
+                out.skipped.append(f"{src.path}: {'; '.join(problems)}")
+                continue
+            out.notes += [f"{src.path}: {n}" for n in draft.notes]
+            rel = target_path(root, request, draft.title, taken)
+            taken.add(rel)
+            batch.write(rel, text)
+            out.articles.append(rel)
+            out.bundles.add(bundle)
+            parsed = frontmatter.parse(text)
+            slug = rel.rsplit("/", 1)[1][:-3]
+            cache[bundle].append(
+                wiki.Article(rel, bundle, request.topic, slug, parsed.fm, parsed.body, None)
+            )
+    return out
+
+
+# ---- the work packet ---------------------------------------------------------------------
+
+
+def plan(root: Path, program: Program, harness: Harness) -> dict[str, Any]:
+    """A JSON work packet: one item per unseen source, with the contract and a draft."""
+    cache: dict[str, list[wiki.Article]] = {}
+    items: list[dict[str, Any]] = []
+    quarantined: list[dict[str, Any]] = []
+    extractive = ExtractiveWriter()
+    for src in unseen_sources(root):
+        route = _route(program, src)
+        if route.quarantined:
+            quarantined.append({"source": src.path, "reason": route.reason})
+            continue
+        for bundle in route.bundles:
+            request, _ = _request(root, program, harness, src, bundle, cache=cache)
+            draft: Draft = extractive.write(request)
+            example = render_article(request, draft, at="<RFC 3339 time>", actor="<agent>")
+            items.append(
+                {
+                    "source": {
+                        "path": src.path,
+                        "episode_id": src.episode_id,
+                        "id": request.source.id,
+                        "title": request.source.title,
+                        "text": src.body,
+                    },
+                    "bundle": bundle,
+                    "topic": request.topic,
+                    "related_candidates": [r.path for r in request.candidates],
+                    "example_article": example,
+                }
+            )
+    return {
+        "kind": PACKET_KIND,
+        "version": 1,
+        "harness_sha256": harness.sha256,
+        "contract": {
+            "required_keys": list(harness.required_keys),
+            "required_sections": list(harness.required_sections),
+            "cited_sections": list(harness.cited_sections),
+            "status_values": list(harness.status_values),
+            "citation": "end each claim with [^<sources[].id>] and define [^id]: <resource>",
+            "return": '{"articles": [{"source": <source.path>, "bundle": str, "topic": str, '
+            '"article": <markdown document>}]}',
+        },
+        "items": items,
+        "quarantine": quarantined,
+    }
+
+
+def validate_apply(
+    root: Path, program: Program, harness: Harness, data: Any
+) -> list[tuple[str, WriteRequest, str]]:
+    """Check every returned article; InvalidInput lists every reason (nothing is filed)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("articles"), list):
+        raise InvalidInput('apply file must be JSON {"articles": [...]}')
+    pending = {s.path: s for s in unseen_sources(root)}
+    cache: dict[str, list[wiki.Article]] = {}
+    problems: list[str] = []
+    accepted: list[tuple[str, WriteRequest, str]] = []
+    taken: set[str] = set()
+    for n, item in enumerate(data["articles"], start=1):
+        where = f"articles[{n}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: not an object")
+            continue
+        src = pending.get(str(item.get("source", "")))
+        bundle = item.get("bundle")
+        text = item.get("article")
+        if src is None:
+            problems.append(f"{where}: source {item.get('source')!r} is not an unseen inbox source")
+            continue
+        if not isinstance(bundle, str) or program.bundle(bundle) is None:
+            problems.append(f"{where}: bundle {bundle!r} is not in PROGRAM.md")
+            continue
+        if not isinstance(text, str):
+            problems.append(f"{where}: 'article' must be the markdown document")
+            continue
+        request, _ = _request(root, program, harness, src, bundle, cache=cache)
+        topic = item.get("topic")
+        if isinstance(topic, str) and topic.strip():
+            request = WriteRequest(
+                bundle,
+                slugify(topic),
+                request.source,
+                request.candidates,
+                request.budgets,
+                request.harness,
+            )
+        text = _with_merge(text, src)
+        found = check(request, text)
+        if found:
+            problems += [f"{where} ({src.path}): {p}" for p in found]
+            continue
+        title = frontmatter.parse(text).fm.get("title")
+        rel = target_path(root, request, str(title), taken)
+        taken.add(rel)
+        accepted.append((rel, request, text))
+    if problems:
+        raise InvalidInput("refused, nothing filed:\n  " + "\n  ".join(problems))
+    return accepted
+
+
+def _with_merge(text: str, src: Source) -> str:
+    """The article with merged-from naming its source (added when the agent left it out)."""
+    parsed = frontmatter.parse(text)
+    if not parsed.has_block or parsed.error:
+        return text
+    items = parsed.fm.get("merged-from")
+    if isinstance(items, list) and any(
+        isinstance(i, Mapping) and i.get("id") == src.episode_id for i in items
+    ):
+        return text
+
+    def mutate(fm: Any) -> None:
+        entry = {
+            "type": "ingest",
+            "id": src.episode_id,
+            "path": src.path,
+            "date": rfc3339(now_utc()),
+        }
+        if isinstance(fm.get("merged-from"), list):
+            fm["merged-from"].append(entry)
+        else:
+            fm["merged-from"] = [entry]
+
+    return frontmatter.edit(text, mutate)
+
+
+def load_apply_file(path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"cannot read apply file {path}: {exc}") from None

@@ -1,0 +1,70 @@
+"""A batch of engine writes: atomic files under the store lock, then one git commit."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..store import Store, atomic_write
+
+
+class Batch:
+    """Collects the files an engine run writes, so the run ends in one commit."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.paths: list[str] = []
+
+    def write(self, rel: str, text: str) -> str:
+        norm, target = self.store.resolve(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        current = target.read_text(encoding="utf-8") if target.is_file() else None
+        if current != text:
+            with self.store.lock():
+                atomic_write(target, text.encode("utf-8"))
+            self.paths.append(norm)
+        return norm
+
+    def delete(self, rel: str) -> None:
+        norm, target = self.store.resolve(rel)
+        if target.is_file():
+            with self.store.lock():
+                target.unlink()
+            self.paths.append(norm)
+
+    def add_private(self, name: str) -> None:
+        """A file under ``.memdir/`` that is committed (config, runs.tsv)."""
+        self.paths.append(f".memdir/{name}")
+
+    def commit(self, message: str, actor: str = "memdir-engine") -> bool:
+        """One commit of everything written (False when git is off or nothing changed)."""
+        if not self.store.settings.store.git_commit or not self.paths:
+            return False
+        if not (self.store.root / ".git").exists():
+            return False
+        from ..gitlog import run_git
+
+        self.store.commit_pending()
+        paths = sorted(set(self.paths))
+        run_git(self.store.root, "add", "-A", "--", *paths, actor=actor, check=False)
+        run_git(
+            self.store.root, "commit", "-q", "--no-verify", "-m", message, actor=actor, check=False
+        )
+        self.paths = []
+        return True
+
+
+def markdown_under(root: Path, folder: str) -> Iterator[str]:
+    """Store-relative ``.md`` paths under ``folder`` (dot-names skipped), sorted."""
+    base = root / folder
+    if not base.is_dir():
+        return
+    out = []
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            if name.startswith(".") or not name.lower().endswith(".md"):
+                continue
+            out.append(Path(dirpath, name).relative_to(root).as_posix())
+    yield from sorted(out)

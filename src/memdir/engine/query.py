@@ -1,0 +1,145 @@
+"""query: tiered recall. Tier 0 the snapshot, tier 1 the index walk (top -> bundle -> topic ->
+at most the budgeted article bodies), tier 2 search pointers read like tier-1 hits."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import frontmatter
+from ..harness import FOOTNOTE_DEF, FOOTNOTE_REF, body_sections, claims
+from ..program import Program
+from . import okf
+from .terms import term_set
+
+
+@dataclass
+class Answer:
+    path: str
+    title: str
+    tier: int
+    score: float
+    passages: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Recall:
+    question: str
+    answers: list[Answer] = field(default_factory=list)
+    snapshot: list[str] = field(default_factory=list)
+    indexes_read: list[str] = field(default_factory=list)
+    bodies_read: list[str] = field(default_factory=list)
+    chars_read: int = 0
+
+    @property
+    def found(self) -> bool:
+        return bool(self.answers or self.snapshot)
+
+    def to_dict(self, count: Callable[[str], int] | None = None) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "found": self.found,
+            "message": "" if self.found else "nothing in this memory answers the question",
+            "snapshot": self.snapshot,
+            "answers": [a.__dict__ for a in self.answers],
+            "read": {"indexes": self.indexes_read, "bodies": self.bodies_read},
+            "chars_read": self.chars_read,
+        }
+
+
+def _overlap(q: frozenset[str], text: str) -> int:
+    return len(q & term_set(text))
+
+
+class Walker:
+    def __init__(self, root: Path, program: Program, question: str) -> None:
+        self.root = root
+        self.program = program
+        self.q = term_set(question)
+        self.recall = Recall(question)
+
+    def _read(self, rel: str, *, body: bool) -> str:
+        text = (self.root / rel).read_text(encoding="utf-8", errors="replace")
+        self.recall.chars_read += len(text)
+        (self.recall.bodies_read if body else self.recall.indexes_read).append(rel)
+        return text
+
+    def tier0(self) -> None:
+        snap = self.root / "SNAPSHOT.md"
+        if not snap.is_file() or not self.q:
+            return
+        text = snap.read_text(encoding="utf-8", errors="replace")
+        self.recall.chars_read += len(text)
+        for line in text.splitlines():
+            if line.startswith("- ") and _overlap(self.q, line) >= max(1, min(2, len(self.q))):
+                self.recall.snapshot.append(line[2:])
+
+    def tier1(self) -> list[tuple[float, str, str]]:
+        """Candidate articles (score, path, title) found by walking the routers."""
+        budget = self.program.budgets.index_reads
+        if not self.q or not (self.root / "index.md").is_file():
+            return []
+        found: list[tuple[float, str, str]] = []
+        queue: list[tuple[float, str]] = [(0.0, "index.md")]
+        while queue and len(self.recall.indexes_read) < budget:
+            queue.sort(key=lambda t: -t[0])
+            _, rel = queue.pop(0)
+            for entry in okf.entries(self._read(rel, body=False)):
+                dest = posixpath.normpath(posixpath.join(posixpath.dirname(rel), entry.url))
+                score = _overlap(self.q, f"{entry.title} {entry.description} {dest}")
+                if dest.endswith("/index.md"):
+                    if (self.root / dest).is_file() and (score > 0 or rel == "index.md"):
+                        queue.append((float(score), dest))
+                elif score > 0 and (self.root / dest).is_file():
+                    found.append((score / max(1, len(self.q)), dest, entry.title))
+        found.sort(key=lambda t: (-t[0], t[1]))
+        return found
+
+    def read_article(self, rel: str, title: str, tier: int, score: float) -> None:
+        text = self._read(rel, body=True)
+        parsed = frontmatter.parse(text)
+        sources = {
+            s.get("id"): s.get("resource")
+            for s in parsed.fm.get("sources") or []
+            if isinstance(s, dict)
+        }
+        defs = {m.group(1): m.group(2) for m in FOOTNOTE_DEF.finditer(parsed.body)}
+        passages = []
+        for section_text in body_sections(parsed.body).values():
+            for claim in claims(section_text):
+                if _overlap(self.q, claim) == 0:
+                    continue
+                cites = [sources.get(i) or defs.get(i) or i for i in FOOTNOTE_REF.findall(claim)]
+                passages.append(
+                    {"text": re.sub(FOOTNOTE_REF, "", claim).strip(), "citations": cites}
+                )
+        passages.sort(key=lambda p: -_overlap(self.q, str(p["text"])))
+        self.recall.answers.append(
+            Answer(rel, str(parsed.fm.get("title") or title), tier, round(score, 3), passages[:3])
+        )
+
+
+def run(
+    root: Path, program: Program, question: str, search: Callable[[str, int], list[Any]]
+) -> Recall:
+    walker = Walker(root, program, question)
+    walker.tier0()
+    bodies = program.budgets.article_bodies
+    for score, rel, title in walker.tier1()[:bodies]:
+        walker.read_article(rel, title, 1, score)
+    if len(walker.recall.answers) < bodies and walker.q:
+        seen = {a.path for a in walker.recall.answers}
+        hits = search(question, program.budgets.search_hits)
+        for hit in hits:
+            if len(walker.recall.answers) >= bodies:
+                break
+            path = getattr(hit, "path", "")
+            if path in seen or not path.startswith("wiki/") or path.endswith(okf.RESERVED):
+                continue
+            seen.add(path)
+            walker.read_article(path, getattr(hit, "title", path), 2, float(hit.score))
+    return walker.recall

@@ -1,0 +1,519 @@
+"""The engine verbs of :class:`memdir.service.Memory` (the ``EngineVerbs`` mixin)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import frontmatter, harness, program
+from ..errors import InvalidDocument, InvalidInput, NotFound
+from ..ids import new_id
+from . import consolidate as consolidating
+from . import evaluate as evaluating
+from . import query as querying
+from . import refine as refining
+from . import reflect, runs, wiki
+from .files import Batch, markdown_under
+from .terms import slugify
+from .writer import make_writer
+
+if TYPE_CHECKING:
+    from ..index import Index
+    from ..settings import Settings
+    from ..store import Store
+
+ACTOR = "memdir-engine"
+
+
+def _count_tokens(text: str) -> int:
+    try:
+        from ..tokens import count
+    except ImportError:  # pragma: no cover - the token module ships with memdir
+        return len(text.encode("utf-8"))
+    return count(text)
+
+
+class EngineVerbs:
+    """consolidate, query, refine, evaluate, reflect, plus bundles, ingest and episodes."""
+
+    store: Store
+    index: Index
+    settings: Settings
+
+    def sync(self, *, force: bool = False) -> Any: ...  # provided by StoreVerbs
+
+    # -- program and harness -------------------------------------------------------------
+
+    @property
+    def _root(self) -> Path:
+        return self.store.root
+
+    def program(self) -> program.Program:
+        path = self._root / "PROGRAM.md"
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        return program.with_settings(program.parse(text), self.settings.engine)
+
+    def _harness(self, *, writing: bool) -> harness.Harness:
+        return harness.check(self._root) if writing else harness.load(self._root)
+
+    def harness_accept(self) -> dict[str, Any]:
+        """Record the current HARNESS.md hash as the pinned one (logged as its own run)."""
+        current = harness.load(self._root)
+        before = harness.pinned(self._root)
+        harness.pin(self._root, current.sha256)
+        runs.append(
+            self._root,
+            "harness-accept",
+            "ok",
+            {"sha256": current.sha256[:12], "previous": (before or "none")[:12]},
+        )
+        batch = Batch(self.store)
+        batch.add_private("config.toml")
+        batch.add_private("runs.tsv")
+        batch.commit(f"harness accept: pin HARNESS.md {current.sha256[:12]}")
+        return {"sha256": current.sha256, "previous": before, "changed": before != current.sha256}
+
+    # -- bundles -------------------------------------------------------------------------
+
+    def bundle_add(self, name: str, scope: str) -> dict[str, Any]:
+        """Add (or rescope) a bundle in PROGRAM.md and create its OKF folder."""
+        self._harness(writing=True)
+        text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
+        new = program.add_bundle(text, name, scope)
+        batch = Batch(self.store)
+        batch.write("PROGRAM.md", new)
+        prog = self.program()
+        wiki.regenerate(batch, self._root, prog, name)
+        wiki.regenerate_top(batch, self._root, prog)
+        batch.commit(f"bundle add {name}: {' '.join(scope.split())[:60]}")
+        self.sync()
+        spec = prog.bundle(name)
+        return {"bundle": name, "scope": spec.scope if spec else scope}
+
+    def bundle_list(self) -> list[dict[str, Any]]:
+        prog = self.program()
+        out = []
+        for name in wiki.bundle_names(self._root, prog):
+            spec = prog.bundle(name)
+            out.append(
+                {
+                    "bundle": name,
+                    "scope": spec.scope if spec else "",
+                    "articles": len(wiki.articles(self._root, name)),
+                    "in_program": spec is not None,
+                }
+            )
+        return out
+
+    def bundle_remove(self, name: str) -> dict[str, Any]:
+        """Remove a bundle from PROGRAM.md (its articles stay on disk)."""
+        self._harness(writing=True)
+        text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
+        batch = Batch(self.store)
+        batch.write("PROGRAM.md", program.remove_bundle(text, name))
+        kept = len(wiki.articles(self._root, name))
+        wiki.regenerate_top(batch, self._root, self.program())
+        batch.commit(f"bundle remove {name} ({kept} articles kept on disk)")
+        self.sync()
+        return {"bundle": name, "articles_kept": kept}
+
+    # -- ingest --------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        items: Sequence[tuple[str, bytes | str]],
+        *,
+        actor: str | None = None,
+        provenance: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Place raw sources in ``inbox/`` as episodic ``type: ingest`` documents."""
+        self._harness(writing=True)
+        prepared = []
+        for name, content in items:
+            raw = content.encode("utf-8") if isinstance(content, str) else content
+            if b"\x00" in raw[:8192]:
+                raise InvalidDocument(f"{name}: binary content cannot be ingested")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidDocument(f"{name}: not UTF-8 text") from None
+            if not text.strip():
+                raise InvalidDocument(f"{name}: the source is empty")
+            prepared.append((name, text))
+        out = []
+        batch = Batch(self.store)
+        for name, text in prepared:
+            eid = new_id()
+            parsed = frontmatter.parse(text)
+            fm: dict[str, Any] = dict(parsed.fm) if parsed.has_block and not parsed.error else {}
+            body = parsed.body if parsed.has_block and not parsed.error else text
+            fm.update(
+                {
+                    "episode_id": eid,
+                    "memory_kind": "episodic",
+                    "type": "ingest",
+                    "ingested": reflect.rfc3339(reflect.now_utc()),
+                    "source_name": name,
+                }
+            )
+            if provenance or actor:
+                from .. import provenance as prov_mod
+
+                kind, ident = prov_mod.parse(provenance) if provenance else ("ingest", name)
+                who = (actor or "").strip() or "anonymous"
+                fm["derived-from"] = [prov_mod.derived_entry(kind, ident, who)]
+            stem = slugify(Path(name).stem if name != "-" else "stdin", 40)
+            rel = f"inbox/{eid}-{stem}.md"
+            batch.write(rel, frontmatter.render(fm, body))
+            out.append({"path": rel, "episode_id": eid, "source": name})
+        batch.commit(f"ingest {len(out)} source(s) into inbox/")
+        self.sync()
+        return out
+
+    # -- consolidate ---------------------------------------------------------------------
+
+    def consolidate(
+        self,
+        *,
+        plan: bool = False,
+        apply: str | dict[str, Any] | None = None,
+        limit: int | None = None,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Inbox sources -> cited articles (or quarantine); then refine, reflect, reindex and
+        one git commit. ``plan`` returns the work packet; ``apply`` files returned articles."""
+        h = self._harness(writing=True)
+        prog = self.program()
+        self.sync()
+        root = self._root
+        if plan:
+            return consolidating.plan(root, prog, h)
+        who = (actor or "").strip() or ACTOR
+        lessons = self._recall_lessons()
+        batch = Batch(self.store)
+        if apply is not None:
+            data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
+            accepted = consolidating.validate_apply(root, prog, h, data)
+            outcome = consolidating.Outcome()
+            for rel, request, text in accepted:
+                batch.write(rel, text)
+                outcome.articles.append(rel)
+                outcome.bundles.add(request.bundle)
+            writer_name = "agent"
+        else:
+            writer = make_writer(self.settings)
+            writer_name = writer.name
+            outcome = consolidating.run(batch, root, prog, h, writer, actor=who, limit=limit)
+        outcome.lessons_recalled = len(lessons)
+        for bundle in sorted(outcome.bundles):
+            wiki.regenerate(batch, root, prog, bundle)
+        wiki.regenerate_top(batch, root, prog)
+        notes = {
+            "articles": len(outcome.articles),
+            "quarantined": len(outcome.quarantined),
+            "skipped": len(outcome.skipped),
+            "bundles": ",".join(sorted(outcome.bundles)) or "-",
+            "writer": writer_name,
+            "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
+        }
+        status = "ok" if not outcome.skipped else "partial"
+        runs.append(root, "consolidate", status, notes)
+        batch.add_private("runs.tsv")
+        self._operational(
+            batch,
+            "consolidate",
+            situation=f"consolidate {len(outcome.articles)} article(s) from the inbox",
+            actions=[f"filed {p}" for p in outcome.articles[:20]]
+            + [f"quarantined {q['source']}: {q['reason']}" for q in outcome.quarantined],
+            outcome="success" if status == "ok" else "partial",
+            insights=self._consolidate_insights(outcome),
+        )
+        audit = self._refine_into(batch, label_run=True)
+        reflected = self._reflect_into(batch)
+        self.sync()
+        message = (
+            f"consolidate: {len(outcome.articles)} article(s) in "
+            f"{', '.join(sorted(outcome.bundles)) or 'no bundle'}, "
+            f"{len(outcome.quarantined)} quarantined; drift {audit['drift']} ({audit['label']})"
+        )
+        batch.commit(message, actor=who)
+        return {
+            "articles": outcome.articles,
+            "quarantined": outcome.quarantined,
+            "skipped": outcome.skipped,
+            "notes": outcome.notes,
+            "lessons_recalled": outcome.lessons_recalled,
+            "refine": audit,
+            "reflect": reflected,
+            "commit": message,
+        }
+
+    def _recall_lessons(self) -> list[str]:
+        path = self._root / "LESSONS.md"
+        if not path.is_file():
+            return []
+        return [
+            line[2:]
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.startswith("- ")
+        ]
+
+    @staticmethod
+    def _consolidate_insights(outcome: consolidating.Outcome) -> list[str]:
+        insights = []
+        if outcome.quarantined:
+            insights.append(
+                "Sources that fit no bundle scope are quarantined; review quarantine/ and widen a "
+                "scope or add a bundle."
+            )
+        if any("fallback" in n for n in outcome.notes):
+            insights.append("The model writer failed and the extractive writer filled in.")
+        if outcome.articles:
+            insights.append("Consolidation files one cited article per source and bundle.")
+        return insights or ["The inbox was empty: nothing to consolidate."]
+
+    def _operational(
+        self,
+        batch: Batch,
+        verb: str,
+        *,
+        situation: str,
+        actions: list[str],
+        outcome: str,
+        insights: list[str],
+    ) -> str:
+        now = reflect.now_utc()
+        stamp = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
+        eid = f"operational-{verb}-{stamp}"
+        rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}.md"
+        n = 2
+        while (self._root / rel).exists():
+            rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}-{n}.md"
+            n += 1
+        text = reflect.render_episode(
+            episode_id=eid,
+            kind="operational",
+            at=now,
+            situation=situation,
+            intent=verb,
+            actions=actions,
+            outcome=outcome,
+            insights=insights,
+            tags=[verb],
+        )
+        return batch.write(rel, text)
+
+    # -- refine --------------------------------------------------------------------------
+
+    def refine(self, *, label: str | None = None) -> dict[str, Any]:
+        """The drift audit, compared with the previous refine run (written to runs.tsv)."""
+        self.sync()
+        batch = Batch(self.store)
+        result = self._refine_into(batch, label_run=True, name=label)
+        batch.commit(f"refine: drift {result['drift']} ({result['label']})")
+        return result
+
+    def _refine_into(
+        self, batch: Batch, *, label_run: bool, name: str | None = None
+    ) -> dict[str, Any]:
+        h = harness.load(self._root)
+        audit = refining.audit(self._root, self.program(), h)
+        audit.stale_index = not self.index.compare().in_step
+        previous = [r for r in runs.history(self._root, "refine") if "drift" in r.notes]
+        before = int(previous[-1].notes["drift"]) if previous else None
+        verdict = runs.label(before, audit.drift, lower_is_better=True)
+        delta = audit.drift - (before if before is not None else audit.drift)
+        result = audit.to_dict()
+        result.update({"label": verdict, "delta": delta, "previous": before})
+        if label_run:
+            head = f"run=refine {verdict}"
+            notes: dict[str, Any] = {"drift": audit.drift, "delta": f"{delta:+d}"}
+            if name:
+                notes["name"] = name
+            bad = [b for b, v in audit.okf.items() if v]
+            notes["okf"] = "conformant" if not bad else "violations:" + ",".join(bad)
+            runs.append(self._root, "refine", "ok", notes, head=head)
+            batch.add_private("runs.tsv")
+        return result
+
+    # -- query ---------------------------------------------------------------------------
+
+    def query(self, question: str) -> dict[str, Any]:
+        """Tiered recall: snapshot, index walk, then search; pointers with citations."""
+        if not question.strip():
+            raise InvalidInput("query needs a question")
+        self.sync()
+        recall = self._recall(question)
+        out = recall.to_dict()
+        out["tokens_read"] = sum(
+            _count_tokens((self._root / p).read_text(encoding="utf-8", errors="replace"))
+            for p in recall.indexes_read + recall.bodies_read
+        )
+        return out
+
+    def _recall(self, question: str) -> querying.Recall:
+        def search(q: str, limit: int) -> list[Any]:
+            finder = getattr(self, "search", None)
+            if finder is None:
+                return []
+            hits: list[Any] = finder(q, limit=limit, path_prefix="wiki/")
+            return hits
+
+        return querying.run(self._root, self.program(), question, search)
+
+    # -- evaluate ------------------------------------------------------------------------
+
+    def evaluate(self) -> dict[str, Any]:
+        """Run evals/questions.yaml through query; compare MRR with the previous run."""
+        self.sync()
+        questions = evaluating.load_questions(self._root)
+        result = evaluating.score(questions, self._recall, _count_tokens, self._root)
+        previous = [r for r in runs.history(self._root, "evaluate") if "mrr" in r.notes]
+        before = float(previous[-1].notes["mrr"]) if previous else None
+        result["label"] = runs.label(before, result["mrr"], lower_is_better=False)
+        result["previous_mrr"] = before
+        notes = {k: result[k] for k in ("questions", "hit@1", "hit@3", "hit@5", "mrr")}
+        notes.update(
+            {
+                "bodies_read_avg": result["bodies_read_avg"],
+                "tokens_read_avg": result["tokens_read_avg"],
+            }
+        )
+        for tier, value in result["recall_by_tier"].items():
+            notes[f"recall_tier{tier}"] = value
+        runs.append(self._root, "evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
+        batch = Batch(self.store)
+        batch.add_private("runs.tsv")
+        batch.commit(f"evaluate: mrr {result['mrr']} ({result['label']})")
+        return result
+
+    # -- reflect and episodes ------------------------------------------------------------
+
+    def episode_add(
+        self,
+        *,
+        kind: str,
+        situation: str,
+        actions: Sequence[str] = (),
+        outcome: str = "success",
+        insights: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        intent: str = "",
+        slug: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a life or signal episode (operational ones are written by the verbs)."""
+        self._harness(writing=True)
+        if kind not in ("life", "signal"):
+            raise InvalidInput("episode kind must be 'life' or 'signal'")
+        if outcome not in reflect.OUTCOMES:
+            raise InvalidInput(f"outcome must be one of {', '.join(reflect.OUTCOMES)}")
+        if not situation.strip():
+            raise InvalidInput("an episode needs a situation")
+        now = reflect.now_utc()
+        base = (
+            f"life-{now:%Y-%m-%d}" if kind == "life" else f"signal-{slugify(slug or situation, 40)}"
+        )
+        eid, n = base, 2
+        while list((self._root / "episodes" / kind).rglob(f"{eid}.md")):
+            eid, n = f"{base}-{n}", n + 1
+        rel = f"episodes/{kind}/{eid}.md"
+        text = reflect.render_episode(
+            episode_id=eid,
+            kind=kind,
+            at=now,
+            situation=situation,
+            intent=intent or situation,
+            actions=list(actions),
+            outcome=outcome,
+            insights=list(insights),
+            tags=list(tags),
+        )
+        batch = Batch(self.store)
+        batch.write(rel, text)
+        batch.commit(f"episode add {eid}")
+        self.sync()
+        return {"path": rel, "episode_id": eid}
+
+    def reflect(self, *, now: datetime | None = None) -> dict[str, Any]:
+        """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
+        self._harness(writing=True)
+        self.sync()
+        batch = Batch(self.store)
+        result = self._reflect_into(batch, now=now)
+        self._operational(
+            batch,
+            "reflect",
+            situation=f"reflect over {result['episodes']} episode(s)",
+            actions=[f"{result['lessons']} lessons", f"{len(result['distilled'])} distilled"],
+            outcome="success",
+            insights=["Reflection keeps the snapshot within its cap."],
+        )
+        runs.append(
+            self._root,
+            "reflect",
+            "ok",
+            {
+                "episodes": result["episodes"],
+                "lessons": result["lessons"],
+                "distilled": len(result["distilled"]),
+                "snapshot_tokens": result["snapshot_tokens"],
+            },
+        )
+        batch.add_private("runs.tsv")
+        batch.commit(
+            f"reflect: {result['lessons']} lessons, {len(result['distilled'])} episodes distilled"
+        )
+        self.sync()
+        return result
+
+    def _reflect_into(self, batch: Batch, *, now: datetime | None = None) -> dict[str, Any]:
+        moment = now or reflect.now_utc()
+        prog = self.program()
+        episodes: list[reflect.Episode] = []
+        for folder in refining.EXPERIENCE:
+            for rel in markdown_under(self._root, folder):
+                ep, _ = reflect.read_episode(
+                    rel, (self._root / rel).read_text(encoding="utf-8", errors="replace")
+                )
+                if ep is not None:
+                    episodes.append(ep)
+        lessons = reflect.lessons_from(episodes)
+        stamped = reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days)
+        for ep in stamped:
+            self.store.update_frontmatter(
+                ep.path, lambda fm: fm.__setitem__("distilled", True), actor=ACTOR
+            )
+            batch.paths.append(ep.path)
+        gone = {e.path for e in stamped}
+        live = [dataclasses.replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
+        batch.write("LESSONS.md", reflect.render_lessons(lessons))
+        recent = sorted(
+            (e for e in live if not e.distilled), key=lambda e: e.timestamp, reverse=True
+        )
+        decisions = [e for e in recent if "decision" in e.tags]
+        snapshot = reflect.render_snapshot(
+            identity=prog.identity,
+            lessons=lessons,
+            recent=recent,
+            decisions=decisions,
+            cap=prog.snapshot.token_cap,
+            count=_count_tokens,
+            max_lessons=prog.snapshot.lessons,
+            max_recent=prog.snapshot.recent_episodes,
+        )
+        batch.write("SNAPSHOT.md", snapshot)
+        return {
+            "episodes": len(episodes),
+            "lessons": len(lessons),
+            "distilled": sorted(gone),
+            "snapshot_tokens": _count_tokens(snapshot),
+            "snapshot_cap": prog.snapshot.token_cap,
+        }
+
+
+def check_bundle_exists(names: Sequence[str], name: str) -> None:
+    if name not in names:
+        raise NotFound(f"no bundle named '{name}'")
