@@ -22,8 +22,8 @@ def test_template_program_parses_with_documented_values() -> None:
     assert prog.identity.startswith("This memory belongs to an agent")
     assert prog.bundles == ()
     assert prog.budgets.article_bodies == 3
-    assert prog.thresholds.routing == 0.2
-    assert prog.thresholds.quarantine == 0.1
+    assert prog.thresholds.routing == 0.15
+    assert prog.thresholds.quarantine == 0.05
     assert prog.snapshot.token_cap == 1500
 
 

@@ -119,8 +119,8 @@ class Budgets:
 
 @dataclass(frozen=True)
 class Thresholds:
-    routing: float = 0.2
-    quarantine: float = 0.1
+    routing: float = 0.15
+    quarantine: float = 0.05
     distill_age_days: int = 14
 
 

@@ -109,7 +109,9 @@ class Walker:
         }
         defs = {m.group(1): m.group(2) for m in FOOTNOTE_DEF.finditer(parsed.body)}
         passages = []
-        for section_text in body_sections(parsed.body).values():
+        for heading, section_text in body_sections(parsed.body).items():
+            if heading == "related":
+                continue
             for claim in claims(section_text):
                 if _overlap(self.q, claim) == 0:
                     continue

@@ -1,0 +1,95 @@
+"""The demo: build a store from the packaged corpus and run every engine verb.
+
+``python -m memdir.demo [--dir D]`` (what ``make demo`` runs) creates a store in a temporary
+folder (or ``D``), adds the corpus bundles, ingests the sources, consolidates, queries,
+refines, evaluates, reflects, and prints the memory report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+QUESTIONS = [
+    "How often should a sourdough starter be fed?",
+    "How deep should tomato seedlings be planted?",
+    "How do I oil a bicycle chain?",
+]
+
+
+def corpus_dir() -> Path:
+    return Path(str(resources.files("memdir").joinpath("demo", "corpus")))
+
+
+def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
+    """Build the demo store in ``directory`` and return what each verb reported."""
+    from ..service import Memory
+
+    corpus = corpus_dir()
+    mem = Memory.init(directory)
+    try:
+        bundles = yaml.safe_load((corpus / "bundles.yaml").read_text(encoding="utf-8"))
+        for name, scope in bundles.items():
+            mem.bundle_add(name, scope)
+        sources = sorted((corpus / "sources").glob("*.md"))
+        mem.ingest([(p.name, p.read_bytes()) for p in sources], provenance="demo:corpus")
+        shutil.copyfile(corpus / "evals" / "questions.yaml", mem.root / "evals" / "questions.yaml")
+        consolidated = mem.consolidate()
+        answers = [mem.query(q) for q in QUESTIONS]
+        audit = mem.refine(label="demo")
+        evaluation = mem.evaluate()
+        reflected = mem.reflect()
+        report = mem.memory_report()
+    finally:
+        mem.close()
+    echo(f"store: {directory}")
+    echo(f"consolidate: {consolidated['commit']}")
+    for q in consolidated["quarantined"]:
+        echo(f"  quarantined {q['source']}: {q['reason']}")
+    for question, answer in zip(QUESTIONS, answers, strict=True):
+        echo(f"query: {question}")
+        for a in answer["answers"][:2]:
+            first = a["passages"][0]["text"] if a["passages"] else ""
+            echo(f"  [tier {a['tier']}] {a['path']}: {first}")
+        echo(
+            f"  read {len(answer['read']['indexes'])} indexes, "
+            f"{len(answer['read']['bodies'])} bodies, {answer['tokens_read']} tokens"
+        )
+    okf = ", ".join(
+        f"{b}: {v if isinstance(v, str) else 'violations'}" for b, v in audit["okf"].items()
+    )
+    echo(f"refine: run=refine {audit['label']} drift={audit['drift']} ({okf})")
+    echo(
+        f"evaluate: {evaluation['questions']} questions, hit@1={evaluation['hit@1']} "
+        f"hit@3={evaluation['hit@3']} mrr={evaluation['mrr']}"
+    )
+    echo(
+        f"reflect: {reflected['lessons']} lessons, snapshot {reflected['snapshot_tokens']}/"
+        f"{reflected['snapshot_cap']} tokens"
+    )
+    from ..coverage import render_text
+
+    echo("memory report:")
+    echo(render_text(report).rstrip())
+    return {
+        "consolidate": consolidated,
+        "answers": answers,
+        "refine": audit,
+        "evaluate": evaluation,
+        "reflect": reflected,
+        "report": report,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m memdir.demo", description=__doc__)
+    parser.add_argument("--dir", help="Build the store here (default: a temporary folder).")
+    args = parser.parse_args(argv)
+    target = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="memdir-demo-")) / "store"
+    build(target)

@@ -1,0 +1,3 @@
+from memdir.demo import main
+
+main()
