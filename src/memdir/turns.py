@@ -507,7 +507,7 @@ class TurnVerbs:
         raw_log, entries = worklog_from(worklog)
         self._check_parents(parent_ids)
         rel = turn_path(ident)
-        if self.store.exists(rel):
+        if (self.store.root / rel).exists():
             from .errors import Conflict
 
             raise Conflict(f"turn {ident} already exists")
@@ -552,8 +552,23 @@ class TurnVerbs:
             self.store.resolve(rel)[1].unlink()
 
     def _check_parents(self, parent_ids: Sequence[str]) -> None:
+        """Every parent must be an existing turn: one index look-up, files only as a fallback."""
+        if not parent_ids:
+            return
+        marks = ",".join("?" * len(parent_ids))
+        known: dict[str, tuple[str, str]] = {}
+        for row in self.index.conn.execute(
+            f"SELECT episode_id, path, type FROM docs WHERE episode_id IN ({marks})",
+            list(parent_ids),
+        ):
+            if row["type"] == TURN_TYPE or row["episode_id"] not in known:
+                known[row["episode_id"]] = (row["path"], row["type"] or "")
         for pid in parent_ids:
-            if is_turn_id(pid) and self.store.exists(turn_path(pid)):
+            path, kind = known.get(pid, ("", ""))
+            if kind == TURN_TYPE:
+                continue
+            # Not in the index (yet): another process may have just written it.
+            if is_turn_id(pid) and (self.store.root / turn_path(pid)).is_file():
                 try:
                     fm, _ = split_frontmatter(self.store.read_text(turn_path(pid)))
                 except InvalidDocument:
@@ -561,13 +576,8 @@ class TurnVerbs:
                 if str(fm.get("type", "")).lower() == TURN_TYPE and fm.get("episode_id") == pid:
                     continue
                 raise InvalidInput(f"parent {pid} is not a turn ({turn_path(pid)})")
-            row = self.index.conn.execute(
-                "SELECT path, type FROM docs WHERE episode_id = ? LIMIT 1", (pid,)
-            ).fetchone()
-            if row is not None:
-                raise InvalidInput(
-                    f"parent {pid} is not a turn: {row['path']} has type {row['type']!r}"
-                )
+            if path:
+                raise InvalidInput(f"parent {pid} is not a turn: {path} has type {kind!r}")
             raise InvalidInput(f"unknown parent turn: {pid}")
 
     # -- reading -------------------------------------------------------------
