@@ -1,0 +1,300 @@
+"""Engine verbs on real stores: consolidate, quarantine, refine regressions, harness, plan/apply,
+query tiers, evaluate, reflect, the model writer against a local chat server, and the demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import frontmatter
+from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput
+from memdir.service import Memory
+from memdir.store import Store
+
+BREAD = (
+    "# Sourdough starter care\n\nA sourdough starter is flour and water colonised by wild "
+    "yeast. Feed the starter every day with equal weights of flour and water. A starter that "
+    "smells of acetone should be fed more often.\n"
+)
+COMPOST = (
+    "# Hot compost\n\nA hot compost pile needs greens and browns in balance. Turn the compost "
+    "every week so the soil life gets air. Water the compost pile when it feels dry.\n"
+)
+OFF = "# Markets\n\nThe stock market closed higher after the central bank held interest rates.\n"
+
+
+@pytest.fixture
+def eng(tmp_path: Path) -> Iterator[Memory]:
+    mem = Memory.open(Store.init(tmp_path / "store"))
+    mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, fermentation")
+    mem.bundle_add("garden", "vegetable garden, soil, compost, seeds, watering, pests")
+    yield mem
+    mem.close()
+
+
+def git_log(root: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "-C", str(root), "log", "--format=%s"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.splitlines()
+
+
+def test_consolidate_routes_writes_quarantines_and_commits_once(eng: Memory) -> None:
+    eng.ingest([("bread.md", BREAD), ("compost.md", COMPOST), ("off.md", OFF)])
+    before = len(git_log(eng.root))
+    result = eng.consolidate()
+    assert len(git_log(eng.root)) == before + 1
+    assert git_log(eng.root)[0].startswith("consolidate: 2 article(s) in garden, kitchen, 1 quar")
+    assert sorted(p.split("/")[1] for p in result["articles"]) == ["garden", "kitchen"]
+    [q] = result["quarantined"]
+    assert q["source"].endswith("-off.md") and "below the quarantine threshold" in q["reason"]
+    assert (eng.root / q["to"]).is_file() and not (eng.root / q["source"]).exists()
+    assert result["refine"]["drift"] == 0
+    assert all(v == "conformant" for v in result["refine"]["okf"].values())
+    article = next(p for p in result["articles"] if "/kitchen/" in p)
+    fm = frontmatter.parse((eng.root / article).read_text()).fm
+    assert fm["merged-from"][0]["type"] == "ingest"
+    topic_index = (eng.root / article).parent / "index.md"
+    assert f"]({Path(article).name}) - A sourdough starter" in topic_index.read_text()
+    assert "* [kitchen](wiki/kitchen/index.md)" in (eng.root / "index.md").read_text()
+    assert "## 20" in (eng.root / "wiki/kitchen/log.md").read_text()
+    report = eng.memory_report()
+    unmerged = {e.path for e in report.unmerged}
+    assert not any(p.startswith("inbox/") for p in unmerged)  # consolidated sources covered
+    assert q["to"] in unmerged  # the quarantined source stays unconsolidated
+    rows = (eng.root / ".memdir/runs.tsv").read_text()
+    assert "\tconsolidate\tok\tarticles=2 quarantined=1" in rows
+    assert "run=refine hold drift=0 delta=+0" in rows
+    assert list((eng.root / "episodes/operational").rglob("operational-consolidate-*.md"))
+    assert eng.consolidate()["articles"] == []  # nothing unseen is left
+
+
+def test_bad_input_empty_and_binary_sources(eng: Memory) -> None:
+    with pytest.raises(InvalidDocument, match="empty"):
+        eng.ingest([("e.md", "  \n")])
+    with pytest.raises(InvalidDocument, match="binary"):
+        eng.ingest([("b.bin", b"\x00\x01\x02")])
+
+
+def test_refine_detects_a_regression(eng: Memory) -> None:
+    eng.ingest([("bread.md", BREAD)])
+    eng.consolidate()
+    assert eng.refine()["label"] == "hold"
+    orphan = eng.root / "wiki/kitchen/stray/lost.md"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_text(frontmatter.render({"type": "concept"}, "# Lost\n\n[[nowhere]]\n"))
+    result = eng.refine()
+    assert result["label"] == "regress" and result["delta"] > 0
+    comps = result["components"]
+    assert any("lost.md" in i for i in comps["orphan"]["items"])
+    assert any("stray" in i for i in comps["index_mismatch"]["items"])
+    assert any("nowhere" in i for i in comps["broken_link"]["items"])
+    assert any("missing required key 'title'" in i for i in comps["schema_violation"]["items"])
+    rows = (eng.root / ".memdir/runs.tsv").read_text()
+    assert f"run=refine regress drift={result['drift']} delta=+{result['delta']}" in rows
+    from click.testing import CliRunner
+
+    from memdir.cli import cli
+
+    res = CliRunner().invoke(cli, ["--root", str(eng.root), "refine", "--fail-on-regress"])
+    assert res.exit_code == 0  # same drift again: hold
+    orphan.with_name("second.md").write_text(frontmatter.render({"type": "concept"}, "# 2\n"))
+    res = CliRunner().invoke(cli, ["--root", str(eng.root), "refine", "--fail-on-regress"])
+    assert res.exit_code == 1 and "run=refine regress" in res.output
+
+
+def test_hand_edited_harness_is_refused_until_accepted(eng: Memory) -> None:
+    with open(eng.root / "HARNESS.md", "a", encoding="utf-8") as fh:
+        fh.write("- A rule added by hand.\n")
+    with pytest.raises(HarnessChanged):
+        eng.ingest([("bread.md", BREAD)])
+    with pytest.raises(HarnessChanged):
+        eng.consolidate()
+    accepted = eng.harness_accept()
+    assert accepted["changed"] is True
+    assert "\tharness-accept\tok\t" in (eng.root / ".memdir/runs.tsv").read_text()
+    assert eng.ingest([("bread.md", BREAD)])
+
+
+def test_bad_program_points_at_the_line(eng: Memory) -> None:
+    path = eng.root / "PROGRAM.md"
+    path.write_text(path.read_text() + "\n## Budgets\n- article_bodies: lots\n")
+    from memdir.errors import ProgramError
+
+    with pytest.raises(ProgramError, match=r"PROGRAM.md:\d+: section '## Budgets' repeats"):
+        eng.consolidate()
+
+
+def test_plan_apply_round_trip_and_refusal(eng: Memory) -> None:
+    eng.ingest([("bread.md", BREAD)])
+    packet = eng.consolidate(plan=True)
+    [item] = packet["items"]
+    assert item["bundle"] == "kitchen" and packet["harness_sha256"]
+    bad = {
+        "articles": [
+            {
+                "source": item["source"]["path"],
+                "bundle": "kitchen",
+                "article": "---\ntype: concept\n---\n# Thin\n",
+            }
+        ]
+    }
+    with pytest.raises(InvalidInput) as err:
+        eng.consolidate(apply=bad)
+    assert "missing section '## Key points'" in str(err.value)
+    assert not list((eng.root / "wiki/kitchen").rglob("thin*.md"))  # nothing filed
+    article = item["example_article"].replace("<RFC 3339 time>", "2026-01-01T00:00:00Z")
+    article = article.replace("Sourdough starter care", "Starter care by an agent", 2)
+    good = {
+        "articles": [
+            {
+                "source": item["source"]["path"],
+                "bundle": "kitchen",
+                "topic": item["topic"],
+                "article": article,
+            }
+        ]
+    }
+    result = eng.consolidate(apply=good)
+    [path] = result["articles"]
+    assert path.endswith("/starter-care-by-an-agent.md")
+    assert result["refine"]["drift"] == 0
+
+
+def test_query_tiers_and_nothing_found(eng: Memory) -> None:
+    eng.ingest([("bread.md", BREAD), ("compost.md", COMPOST)])
+    eng.consolidate()
+    answer = eng.query("how often to feed a sourdough starter")
+    assert answer["answers"][0]["tier"] == 1
+    assert "/kitchen/" in answer["answers"][0]["path"]
+    assert any("Feed the starter" in p["text"] for p in answer["answers"][0]["passages"])
+    assert answer["answers"][0]["passages"][0]["citations"][0].startswith("inbox/")
+    assert len(answer["read"]["bodies"]) <= 3
+    none = eng.query("quantum chromodynamics lattice")
+    assert none["found"] is False and "nothing" in none["message"]
+
+
+def test_evaluate_scores_and_labels(eng: Memory) -> None:
+    eng.ingest([("bread.md", BREAD), ("compost.md", COMPOST)])
+    result = eng.consolidate()
+    target = next(p for p in result["articles"] if "/garden/" in p)
+    (eng.root / "evals/questions.yaml").write_text(
+        "questions:\n  - question: how often to turn the compost\n"
+        f"    expected: [{target}]\n  - question: zebra migration\n    expected: [x.md]\n"
+    )
+    first = eng.evaluate()
+    assert first["hit@1"] == 0.5 and first["mrr"] == 0.5 and first["label"] == "hold"
+    assert first["recall_by_tier"]["1"] == 0.5
+    assert "run=evaluate hold questions=2" in (eng.root / ".memdir/runs.tsv").read_text()
+
+
+def test_episode_add_reflect_lessons_and_snapshot(eng: Memory) -> None:
+    for n in range(2):
+        eng.episode_add(
+            kind="signal",
+            situation=f"user asked for grams {n}",
+            insights=["Use metric units in recipes."],
+            tags=["decision"],
+        )
+    result = eng.reflect()
+    assert result["distilled"] == []  # too young
+    lessons = (eng.root / "LESSONS.md").read_text()
+    assert "**Use metric units in recipes.**" in lessons and "2 episodes" in lessons
+    snap = (eng.root / "SNAPSHOT.md").read_text()
+    assert "Use metric units in recipes." in snap and "user asked for grams 1" in snap
+    from datetime import timedelta
+
+    later = eng.reflect(
+        now=__import__("memdir.engine.reflect", fromlist=["x"]).now_utc() + timedelta(days=30)
+    )
+    assert len(later["distilled"]) == 1
+    distilled = frontmatter.parse((eng.root / later["distilled"][0]).read_text()).fm
+    assert distilled["distilled"] is True
+
+
+class ChatHandler(BaseHTTPRequestHandler):
+    reply: dict[str, Any] = {}
+    delay = 0.0
+
+    def do_POST(self) -> None:
+        import time
+
+        length = int(self.headers["Content-Length"])
+        body = json.loads(self.rfile.read(length))
+        assert body["messages"][0]["role"] == "system"
+        time.sleep(self.delay)
+        data = json.dumps(
+            {"choices": [{"message": {"role": "assistant", "content": json.dumps(self.reply)}}]}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("delay", [0.0, 1.5])
+def test_model_writer_against_a_local_chat_server(tmp_path: Path, delay: float) -> None:
+    ChatHandler.reply = {
+        "title": "Starter feeding",
+        "description": "Feed the starter daily.",
+        "key_points": [{"text": "Feed the starter daily.", "sources": ["x"]}],
+        "takeaways": ["Feed it."],
+        "tags": ["sourdough"],
+    }
+    ChatHandler.delay = delay
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ChatHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        root = Store.init(tmp_path / "store")
+        mem = Memory.open(
+            root,
+            overrides={
+                "engine": {"writer": "openai"},
+                "llm": {
+                    "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+                    "model": "test-model",
+                    "timeout_seconds": 0.5,
+                },
+            },
+        )
+        mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast")
+        mem.ingest([("bread.md", BREAD)])
+        result = mem.consolidate()
+        mem.close()
+    finally:
+        server.shutdown()
+    [path] = result["articles"]
+    fm = frontmatter.parse((root / path).read_text()).fm
+    if delay == 0.0:
+        assert fm["title"] == "Starter feeding" and fm["generated"]["by"] == "model/test-model"
+    else:
+        assert fm["generated"]["by"] == "memdir/extractive"
+        assert any("fallback to extractive" in n and "timed out" in n for n in result["notes"])
+        assert "fallbacks=1" in (root / ".memdir/runs.tsv").read_text()
+
+
+def test_demo_meets_its_targets(tmp_path: Path) -> None:
+    from memdir.demo import build
+
+    lines: list[str] = []
+    out = build(tmp_path / "demo", echo=lines.append)
+    assert out["refine"]["drift"] == 0
+    assert set(out["refine"]["okf"].values()) == {"conformant"}
+    [q] = out["consolidate"]["quarantined"]
+    assert q["source"].endswith("misc-tax.md")
+    unmerged = [e.path for e in out["report"].unmerged]
+    assert not any(p.startswith("inbox/") for p in unmerged)
+    assert out["evaluate"]["hit@3"] >= 0.8
+    assert any(line.startswith("coverage:") for line in "\n".join(lines).splitlines())
