@@ -238,3 +238,26 @@ def test_cli_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     out = run_cli("--root", str(root), "turn", "record", stdin=b"[1]")
     assert out.returncode == 2 and "one JSON object" in out.stderr.decode()
     assert _turn_files(root) == []
+
+
+def test_worklogs_are_searched_only_on_demand(tmem: Memory) -> None:
+    rec = tmem.record_turn(
+        thread="t",
+        input="deploy please",
+        output="done",
+        worklog=[
+            {"tool": "read", "args": {"path": "a.md"}, "result": "the zebrafish section"},
+            {"tool": "shell", "args": {"command": "make"}, "result": "built"},
+        ],
+    )
+    assert "zebrafish" not in tmem.turn_show(rec.id).compact
+    tmem.record_turn(thread="t", input="unrelated", output="ok")
+    # the argument sits only in the raw work log: plain search does not see it
+    assert [h.path for h in tmem.keyword_search("zebrafish")] == []
+    hits = tmem.search_worklogs("zebrafish")
+    assert [h.path for h in hits] == [rec.worklog_path]
+    assert hits[0].type == "worklog" and hits[0].why["turn"] == rec.path
+    assert "[zebrafish]" in hits[0].snippet
+    # a purged turn leaves the work-log table too
+    tmem.forget(rec.path, purge=True)
+    assert tmem.search_worklogs("zebrafish") == []

@@ -31,7 +31,6 @@ from .turns import (
     TurnRecord,
     is_turn_id,
     parse_sections,
-    split_frontmatter,
     validate_keywords,
     validate_name,
 )
@@ -155,18 +154,24 @@ class _Builder:
         self.by_path[item.path] = item
         return True
 
-    def read_turn(self, path: str) -> TurnRecord | None:
+    def read_turn(self, row: Any) -> TurnRecord | None:
+        """The sections of a turn file; the fields come from the index row (no YAML parse)."""
         try:
-            text = (self.mem.store.root / path).read_text(encoding="utf-8")
-            fm, body = split_frontmatter(text)
-            inp, compact, out = parse_sections(body)
-        except (OSError, UnicodeDecodeError, InvalidDocument):
+            text = (self.mem.store.root / row["path"]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        end = text.find("\n---\n", 3) if text.startswith("---\n") else -1
+        if end < 0:
+            return None
+        try:
+            inp, compact, out = parse_sections(text[end + 5 :])
+        except InvalidDocument:
             return None
         return TurnRecord(
-            id=str(fm.get("episode_id", "")),
-            thread=str(fm.get("thread") or ""),
-            user=str(fm.get("user") or ""),
-            created=str(fm.get("created") or ""),
+            id=str(row["episode_id"] or ""),
+            thread=str(row["thread"] or ""),
+            user=str(row["user"] or ""),
+            created=str(row["created"] or ""),
             input=inp,
             compact=compact,
             output=out,
@@ -177,7 +182,7 @@ class _Builder:
         if path in self.by_path:
             self.offer(PackItem("turn", row["episode_id"], path, reason, ""))
             return
-        rec = self.read_turn(path)
+        rec = self.read_turn(row)
         if rec is None:
             return
         title = f"turn {rec.id} · thread {rec.thread} · {rec.created}"
@@ -253,7 +258,7 @@ def build_pack(
     # 3. latest turns of the thread.
     thread_rows = _newest(
         conn.execute(
-            f"SELECT {_TURN_COLS} FROM docs d WHERE d.thread = ? AND d.type = 'turn' "
+            f"SELECT {_TURN_COLS} FROM docs d WHERE d.thread = ? AND +d.type = 'turn' "
             "AND d.hidden = 0 AND d.zone = 0 ORDER BY d.created DESC LIMIT ?",
             (thread, max(cfg.context_thread_turns, 0) + 8),
         ).fetchall()
@@ -264,7 +269,7 @@ def build_pack(
     # 4. recent turns of the same user in other threads.
     if user:
         rows = conn.execute(
-            f"SELECT {_TURN_COLS} FROM docs d WHERE d.user = ? AND d.type = 'turn' "
+            f"SELECT {_TURN_COLS} FROM docs d WHERE d.user = ? AND +d.type = 'turn' "
             "AND d.hidden = 0 AND d.zone = 0 ORDER BY d.created DESC LIMIT ?",
             (user, RECENT_WINDOW),
         ).fetchall()

@@ -34,6 +34,7 @@ from .ids import id_time_ms, new_id
 if TYPE_CHECKING:
     from .context import ContextPack
     from .index import Index
+    from .index.search import Hit
     from .settings import Settings
     from .store import Store
 
@@ -597,20 +598,12 @@ class TurnVerbs:
         side = worklog_path(turn_id)
         return self.store.read_bytes(side) if self.store.exists(side) else b""
 
-    def _nodes(self, ids: Sequence[str]) -> dict[str, Any]:
-        rows: dict[str, Any] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self.index.conn.execute(
-                "SELECT episode_id, path, thread, user, created, hidden FROM docs "
-                f"WHERE type = 'turn' AND episode_id IN ({marks})",
-                list(chunk),
-            ):
-                rows[row["episode_id"]] = row
-        return rows
-
     def _walk(self, start: str, depth: int, limit: int, up: bool) -> list[DagNode]:
+        """One recursive query over ``links`` (kind ``parent``) and ``docs``: no file is read.
+
+        Rows are (turn, depth) pairs, so a cycle made by hand ends at ``depth`` and the
+        work is bounded by ``depth`` times the turns reached.
+        """
         if not is_turn_id(start):
             raise InvalidInput(f"not a turn id: {start!r}")
         if depth < 0 or limit < 1:
@@ -618,56 +611,42 @@ class TurnVerbs:
         conn = self.index.conn
         if (
             conn.execute(
-                "SELECT 1 FROM docs WHERE type = 'turn' AND episode_id = ? LIMIT 1", (start,)
+                "SELECT 1 FROM docs WHERE +type = 'turn' AND episode_id = ? LIMIT 1", (start,)
             ).fetchone()
             is None
         ):
             raise NotFound(f"no such turn: {start}")
+        # CROSS JOIN and the unary + pin the plans to docs_episode/links_src (up) and
+        # links_target/primary key (down).
         if up:
-            sql = (
-                "SELECT DISTINCT l.target AS next FROM docs d JOIN links l ON l.src = d.id "
-                "WHERE d.type = 'turn' AND d.episode_id IN ({}) AND l.kind = 'parent'"
+            step = (
+                "SELECT l.target, w.depth + 1 FROM walk w CROSS JOIN docs d CROSS JOIN links l "
+                "WHERE d.episode_id = w.eid AND +d.type = 'turn' AND l.src = d.id "
+                "AND +l.kind = 'parent' AND w.depth < ?"
             )
         else:
-            sql = (
-                "SELECT DISTINCT d.episode_id AS next FROM links l JOIN docs d ON d.id = l.src "
-                "WHERE l.kind = 'parent' AND l.target IN ({}) AND d.type = 'turn'"
+            step = (
+                "SELECT d.episode_id, w.depth + 1 FROM walk w CROSS JOIN links l "
+                "CROSS JOIN docs d WHERE l.kind = 'parent' AND l.target = w.eid "
+                "AND d.id = l.src AND +d.type = 'turn' AND w.depth < ?"
             )
-        seen = {start}
-        found: list[tuple[str, int]] = []
-        frontier = [start]
-        level = 0
-        while frontier and level < depth and len(found) < limit:
-            level += 1
-            nxt: list[str] = []
-            for i in range(0, len(frontier), 500):
-                chunk = frontier[i : i + 500]
-                q = sql.format(",".join("?" * len(chunk)))
-                for row in conn.execute(q, chunk):
-                    ident = row["next"]
-                    if ident and ident not in seen:
-                        seen.add(ident)
-                        nxt.append(ident)
-            nxt.sort(reverse=True)
-            found.extend((n, level) for n in nxt)
-            frontier = nxt
-        info = self._nodes([n for n, _ in found])
-        nodes = []
-        for ident, level in found:
-            row = info.get(ident)
-            if row is None or row["hidden"]:
-                continue
-            nodes.append(
-                DagNode(
-                    ident,
-                    row["path"],
-                    level,
-                    row["thread"] or "",
-                    row["user"] or "",
-                    row["created"] or "",
+        sql = (
+            f"WITH RECURSIVE walk(eid, depth) AS (SELECT ?, 0 UNION {step}), "
+            "near(eid, depth) AS (SELECT eid, min(depth) FROM walk GROUP BY eid) "
+            "SELECT n.eid, n.depth, d.path, d.thread, d.user, d.created FROM near n "
+            "CROSS JOIN docs d WHERE d.episode_id = n.eid AND +d.type = 'turn' "
+            "AND d.hidden = 0 AND n.eid != ?"
+        )
+        rows = conn.execute(sql, (start, depth, start)).fetchall()
+        nodes = {}
+        for row in rows:
+            if row[0] not in nodes:
+                nodes[row[0]] = DagNode(
+                    row[0], row[2], row[1], row[3] or "", row[4] or "", row[5] or ""
                 )
-            )
-        return nodes[:limit]
+        ordered = sorted(nodes.values(), key=lambda n: n.id, reverse=True)
+        ordered.sort(key=lambda n: n.depth)
+        return ordered[:limit]
 
     def ancestors(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
         """Turns this turn descends from, nearest first (breadth-first over ``parents``)."""
@@ -687,7 +666,7 @@ class TurnVerbs:
         self.sync()
         rows = self.index.conn.execute(
             "SELECT episode_id, path, thread, user, created FROM docs "
-            "WHERE thread = ? AND type = 'turn' AND hidden = 0 "
+            "WHERE thread = ? AND +type = 'turn' AND hidden = 0 "
             "ORDER BY created DESC, episode_id DESC LIMIT ?",
             (thread, last),
         ).fetchall()
@@ -701,6 +680,75 @@ class TurnVerbs:
                 r["created"] or "",
             )
             for r in rows
+        ]
+
+    def sync_worklogs(self) -> int:
+        """Bring the work-log full-text table in step with the turn rows; returns rows added.
+
+        Runs only on demand (``search_worklogs``): work logs are never searched by default.
+        """
+        conn = self.index.conn
+        todo = conn.execute(
+            "SELECT d.id, d.path FROM docs d LEFT JOIN worklogs w "
+            "ON w.doc_id = d.id AND w.path = d.path WHERE d.type = 'turn' AND w.doc_id IS NULL"
+        ).fetchall()
+        stale = conn.execute(
+            "SELECT w.doc_id FROM worklogs w LEFT JOIN docs d "
+            "ON d.id = w.doc_id AND d.path = w.path WHERE d.id IS NULL"
+        ).fetchall()
+        if not todo and not stale:
+            return 0
+        with self.index.transaction() as tx:
+            for (doc_id,) in stale:
+                tx.execute("DELETE FROM worklog_fts WHERE rowid = ?", (doc_id,))
+                tx.execute("DELETE FROM worklogs WHERE doc_id = ?", (doc_id,))
+            for doc_id, path in todo:
+                side = self.store.root / (path[: -len(".md")] + WORKLOG_SUFFIX)
+                try:
+                    data = side.read_bytes()
+                    st = side.stat()
+                    size, mtime = st.st_size, st.st_mtime_ns
+                except OSError:
+                    data, size, mtime = b"", 0, 0
+                tx.execute("DELETE FROM worklog_fts WHERE rowid = ?", (doc_id,))
+                tx.execute(
+                    "INSERT INTO worklog_fts(rowid, body) VALUES (?, ?)",
+                    (doc_id, data.decode("utf-8", errors="replace")),
+                )
+                tx.execute(
+                    "INSERT OR REPLACE INTO worklogs(doc_id, path, size, mtime_ns) "
+                    "VALUES (?, ?, ?, ?)",
+                    (doc_id, path, size, mtime),
+                )
+        return len(todo)
+
+    def search_worklogs(self, query: str, *, limit: int = 10) -> list[Hit]:
+        """BM25 over the raw work logs of turns (mode two, on demand); pointers to sidecars."""
+        from .index.search import Hit, fts_query
+
+        if limit < 1 or limit > 1000:
+            raise InvalidInput(f"limit must be between 1 and 1000, got {limit}")
+        match = fts_query(query)
+        self.sync()
+        self.sync_worklogs()
+        rows = self.index.conn.execute(
+            "SELECT d.path, d.episode_id, snippet(worklog_fts, 0, '[', ']', ' … ', 16) AS snip, "
+            "bm25(worklog_fts) AS score FROM worklog_fts JOIN docs d ON d.id = worklog_fts.rowid "
+            "WHERE worklog_fts MATCH ? AND d.type = 'turn' AND d.hidden = 0 AND d.zone = 0 "
+            "ORDER BY score, d.episode_id LIMIT ?",
+            (match, limit),
+        ).fetchall()
+        return [
+            Hit(
+                path=row["path"][: -len(".md")] + WORKLOG_SUFFIX,
+                title=f"work log of turn {row['episode_id']}",
+                snippet=" ".join(str(row["snip"] or "").split()),
+                score=round(-float(row["score"]), 4),
+                type="worklog",
+                memory_kind="episodic",
+                why={"bm25_rank": rank, "source": "worklog", "turn": row["path"]},
+            )
+            for rank, row in enumerate(rows, start=1)
         ]
 
     def context(
