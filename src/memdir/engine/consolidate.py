@@ -107,7 +107,9 @@ def _request(
     cache: dict[str, list[wiki.Article]],
 ) -> tuple[WriteRequest, str]:
     """The write request for one source in one bundle, and the target path."""
-    items = cache.setdefault(bundle, wiki.articles(root, bundle))
+    if bundle not in cache:
+        cache[bundle] = wiki.articles(root, bundle)
+    items = cache[bundle]
     topics = sorted({a.topic for a in items if a.topic})
     spec = program.bundle(bundle)
     hint = src.fm.get("topic") if isinstance(src.fm.get("topic"), str) else None

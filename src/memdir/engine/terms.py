@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before
@@ -59,7 +60,9 @@ def terms(text: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=65536)
 def term_set(text: str) -> frozenset[str]:
+    """Distinct stemmed content words (cached: routers and titles repeat)."""
     return frozenset(terms(text))
 
 

@@ -1,0 +1,183 @@
+"""Engine benchmark: consolidation time with the default writer at 250/500/1000 sources, and the
+snapshot size at 1k/10k/100k episodes.
+
+Run: .venv/bin/python bench/engine.py [--sizes 250,500,1000] [--episodes 1000,10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+WORDS = {
+    "kitchen": [
+        "bread",
+        "dough",
+        "flour",
+        "yeast",
+        "starter",
+        "sourdough",
+        "oven",
+        "crust",
+        "proofing",
+        "fermentation",
+        "kimchi",
+        "pickles",
+        "brine",
+        "yogurt",
+        "cheese",
+        "salt",
+        "knead",
+        "loaf",
+        "rye",
+        "hydration",
+    ],
+    "garden": [
+        "soil",
+        "compost",
+        "seeds",
+        "seedlings",
+        "watering",
+        "mulch",
+        "pests",
+        "tomatoes",
+        "beans",
+        "slugs",
+        "rotation",
+        "leaves",
+        "roots",
+        "beds",
+        "frost",
+        "sun",
+        "harvest",
+        "weeds",
+        "manure",
+    ],
+    "cycling": [
+        "bicycle",
+        "chain",
+        "tyres",
+        "puncture",
+        "brakes",
+        "gears",
+        "saddle",
+        "routes",
+        "commuting",
+        "wheel",
+        "derailleur",
+        "cable",
+        "pedal",
+        "frame",
+        "rim",
+        "pump",
+        "lights",
+        "helmet",
+        "spokes",
+    ],
+}
+FILLER = [
+    "the",
+    "a",
+    "with",
+    "for",
+    "after",
+    "before",
+    "during",
+    "keeps",
+    "makes",
+    "needs",
+    "turns",
+    "gives",
+    "every",
+]
+
+
+def source(rng: random.Random, bundle: str, n: int) -> str:
+    words = WORDS[bundle]
+    sentences = []
+    for _ in range(5):
+        picked = [rng.choice(words) for _ in range(6)] + [rng.choice(FILLER) for _ in range(4)]
+        rng.shuffle(picked)
+        sentences.append(" ".join(picked).capitalize() + ".")
+    return f"# Note {n} on {rng.choice(words)} and {rng.choice(words)}\n\n" + " ".join(sentences)
+
+
+def consolidate(count: int) -> tuple[float, float, int]:
+    from memdir.service import Memory
+
+    rng = random.Random(count)
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = Memory.open(_init(Path(tmp)))
+        for name, words in WORDS.items():
+            mem.bundle_add(name, ", ".join(words[:10]))
+        bundles = list(WORDS)
+        items = [(f"s{n}.md", source(rng, bundles[n % 3], n)) for n in range(count)]
+        t0 = time.perf_counter()
+        mem.ingest(items)
+        t1 = time.perf_counter()
+        result = mem.consolidate()
+        t2 = time.perf_counter()
+        mem.close()
+        return t1 - t0, t2 - t1, len(result["articles"])
+
+
+def _init(tmp: Path) -> Path:
+    from memdir.store import Store
+
+    return Store.init(tmp / "store")
+
+
+def snapshot(total: int) -> int:
+    from memdir.engine import reflect
+    from memdir.tokens import count
+
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    eps = [
+        reflect.Episode(
+            f"episodes/life/e{n}.md",
+            f"life-{n}",
+            "life",
+            now - timedelta(minutes=n),
+            f"situation number {n} about routing and recall",
+            "success",
+            (f"insight {n % 200} about keeping sources cited",),
+        )
+        for n in range(total)
+    ]
+    lessons = reflect.lessons_from(eps)
+    text = reflect.render_snapshot(
+        identity="An agent that keeps what it learns as small cited articles.",
+        lessons=lessons,
+        recent=eps[:5],
+        decisions=[],
+        cap=1500,
+        count=count,
+    )
+    return count(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="250,500,1000")
+    parser.add_argument("--episodes", default="1000,10000,100000")
+    args = parser.parse_args()
+    print("| sources | ingest s | consolidate s | articles | ms per source |")
+    print("|---|---|---|---|---|")
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        ingest_s, cons_s, articles = consolidate(size)
+        print(
+            f"| {size} | {ingest_s:.2f} | {cons_s:.2f} | {articles} | {1000 * cons_s / size:.1f} |"
+        )
+    print()
+    print("| episodes | snapshot tokens (cap 1500) |")
+    print("|---|---|")
+    for total in [int(s) for s in args.episodes.split(",") if s]:
+        print(f"| {total} | {snapshot(total)} |")
+
+
+if __name__ == "__main__":
+    main()
