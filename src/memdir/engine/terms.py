@@ -16,7 +16,7 @@ STOPWORDS = frozenset(
     she should since so some such than that the their theirs them then there these they this
     those through to too under until up upon us use used uses using very via was we well were
     what when where which while who whom why will with within without would yet you your yours
-    etc e.g i.e""".split()  # noqa: SIM905
+    etc e.g i.e""".split()
 )
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9'-]*[a-z0-9]|[a-z0-9]")
