@@ -95,7 +95,7 @@ def ingest_cmd(
 @as_json_flag
 @root_flag
 @click.pass_context
-def consolidate_cmd(  # noqa: PLR0917
+def consolidate_cmd(
     ctx: click.Context,
     plan: bool,
     apply_file: str | None,
@@ -246,7 +246,7 @@ def episode_group() -> None:
 @click.option("--tag", "tags", multiple=True, help="Repeatable; 'decision' marks an open decision.")
 @root_flag
 @click.pass_context
-def episode_add_cmd(  # noqa: PLR0917
+def episode_add_cmd(
     ctx: click.Context,
     kind: str,
     situation: str,
