@@ -163,3 +163,25 @@ def test_budget_is_never_exceeded(
                 assert pack.items and pack.items[0].kind == "snapshot"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_cli_context(world: tuple[Memory, dict[str, str]]) -> None:
+    import json
+
+    from conftest import run_cli
+
+    mem, ids = world
+    out = run_cli(
+        "--root", str(mem.root), "context", "--thread", "t1", "--user", "ana",
+        "--keywords", "kubernetes", "--budget", "800", "--json",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    pack = json.loads(out.stdout)
+    assert pack["budget"] == 800 and pack["tokens"] <= 800
+    assert pack["items"][0]["kind"] == "snapshot"
+    assert all(item["reason"] for item in pack["items"])
+    text = run_cli("--root", str(mem.root), "context", "--thread", "t1", "--budget", "800")
+    assert text.stdout.decode().startswith("# memdir context")
+    small = run_cli("--root", str(mem.root), "context", "--thread", "t1", "--budget", "10")
+    assert small.returncode == 2
+    assert "below what the snapshot alone needs" in small.stderr.decode()
