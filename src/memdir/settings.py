@@ -85,6 +85,11 @@ class ServerSettings:
     port: int = 3333
     max_body_bytes: int = 33 * 1024 * 1024
     tokens: tuple[Mapping[str, Any], ...] = ()
+    require_auth: bool = False
+    sync_interval_seconds: float = 2.0
+    git_batch_seconds: float = 0.5
+    shutdown_timeout_seconds: float = 30.0
+    access_log: bool = True
 
 
 @dataclass(frozen=True)

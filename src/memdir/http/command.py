@@ -1,0 +1,114 @@
+"""``memdir serve``: the HTTP API, with MCP over streamable HTTP at ``/mcp``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import click
+
+from ..auth import is_loopback
+from ..errors import ConfigError
+
+
+def server_settings(root: str | None) -> Any:
+    """Settings for a long-running server: sync on an interval, batch git commits.
+
+    ``store.sync_interval_seconds`` and ``store.git_batch_seconds`` win when set
+    (non-zero); otherwise the ``server.*`` values of the same name apply.
+    """
+    from ..settings import load
+    from ..store import find_root
+
+    found = find_root(explicit=root)
+    settings = load(found)
+    store: dict[str, Any] = {}
+    if settings.store.sync_interval_seconds == 0:
+        store["sync_interval_seconds"] = settings.server.sync_interval_seconds
+    if settings.store.git_batch_seconds == 0:
+        store["git_batch_seconds"] = settings.server.git_batch_seconds
+    return found, settings.replace(store=store) if store else settings
+
+
+def _root(ctx: click.Context, root: str | None) -> str | None:
+    if root:
+        return root
+    obj = ctx.find_root().obj or {}
+    value = obj.get("root")
+    return value if isinstance(value, str) else None
+
+
+@click.command("serve")
+@click.option("--host", help="Address to listen on (default server.host: 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default server.port: 3333).")
+@click.option("--no-mcp", is_flag=True, help="Do not mount the MCP endpoint at /mcp.")
+@click.option(
+    "--root",
+    "root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The store (default: --root of memdir, MEMDIR_ROOT, or found by walking up).",
+)
+@click.pass_context
+def serve_cmd(
+    ctx: click.Context, host: str | None, port: int | None, no_mcp: bool, root: str | None
+) -> None:
+    """Serve the HTTP API (/v1/ ...) and MCP over streamable HTTP (/mcp).
+
+    Refuses a non-loopback address unless the store has tokens (memdir token
+    create). Ctrl-C or SIGTERM stop it gracefully: in-flight requests finish,
+    pending git commits are written. The OpenAPI document is at /openapi.json.
+
+    Example: memdir serve --port 3333
+    """
+    started = time.perf_counter()
+    import uvicorn
+
+    from ..service import Memory
+    from .app import create_app
+
+    found, settings = server_settings(_root(ctx, root))
+    conf = settings.server
+    host = host or conf.host
+    port = conf.port if port is None else port
+    auth_on = bool(conf.tokens) or conf.require_auth
+    if not is_loopback(host) and not auth_on:
+        raise ConfigError(
+            f"refusing to listen on {host} without auth: create a token first "
+            "(memdir token create NAME --scope write), or listen on 127.0.0.1"
+        )
+    _configure_logging(conf.access_log)
+    mem = Memory.open(found, settings=settings)
+    app = create_app(mem, mcp=not no_mcp)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=conf.shutdown_timeout_seconds,
+        lifespan="on",
+    )
+    logging.getLogger("memdir.http").warning(
+        "memdir serving %s on http://%s:%d (auth %s; MCP %s); app built in %.2fs",
+        mem.root,
+        host,
+        port,
+        "on" if auth_on else "off, loopback only",
+        "off" if no_mcp or not app.state.mcp else "at /mcp",
+        time.perf_counter() - started,
+    )
+    uvicorn.Server(config).run()
+
+
+def _configure_logging(access: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    for name in ("memdir.http", "memdir.access"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        quiet = name == "memdir.access" and not access
+        logger.setLevel(logging.WARNING if quiet else logging.INFO)
+        logger.propagate = False

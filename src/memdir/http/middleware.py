@@ -1,0 +1,143 @@
+"""ASGI middleware: authentication (401), request size limit (413), access log.
+
+Pure ASGI so it also guards the MCP endpoint mounted on the same server.
+Scope and prefix checks (403) happen per route, where the verb is known.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from starlette.exceptions import HTTPException
+
+from ..auth import Principal, TokenRegistry, is_loopback
+from ..errors import Forbidden, MemdirError, TooLarge
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+access_log = logging.getLogger("memdir.access")
+
+OPEN_PATHS = frozenset({"/health", "/v1/health"})
+"""Answered without a token (they reveal nothing about the store)."""
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
+async def _send_error(send: Send, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _check_host(scope: Scope) -> None:
+    """Without auth only loopback Host names are served (no DNS rebinding from a browser)."""
+    host = _header(scope, b"host") or ""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    if not is_loopback(name.strip("[]")):
+        raise Forbidden(
+            f"Host {host!r} refused: without tokens memdir serves only loopback names "
+            "(localhost, 127.0.0.1, [::1]); create a token to serve other names"
+        )
+
+
+class ServerMiddleware:
+    """Authenticates every request, bounds its body and writes one access-log line."""
+
+    def __init__(self, app: ASGIApp, registry: TokenRegistry, max_body_bytes: int) -> None:
+        self.app = app
+        self.registry = registry
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 0}
+
+        async def send_logged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        principal: Principal | None = None
+        try:
+            principal = self._authenticate(scope)
+            if principal is None:
+                return
+            scope.setdefault("state", {})["principal"] = principal
+            await self._guarded(scope, receive, send_logged)
+        except MemdirError as exc:
+            if status["code"] == 0:
+                await _send_error(send_logged, exc.http_status, exc.code, exc.message)
+        except HTTPException as exc:
+            if status["code"] == 0:
+                code = "too_large" if exc.status_code == 413 else "http_error"
+                await _send_error(send_logged, exc.status_code, code, str(exc.detail))
+        finally:
+            self._log(scope, principal, status["code"], started)
+
+    def _authenticate(self, scope: Scope) -> Principal | None:
+        authorization = _header(scope, b"authorization")
+        self.registry.refresh()
+        if not self.registry.required:
+            _check_host(scope)
+        if scope.get("path") in OPEN_PATHS:
+            try:
+                return self.registry.authenticate(authorization)
+            except MemdirError:
+                return Principal("anonymous", "read", authenticated=False)
+        return self.registry.authenticate(authorization)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.max_body_bytes
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise TooLarge(f"request body of {int(declared)} bytes is over the limit of {limit}")
+        seen = {"bytes": 0}
+
+        async def bounded_receive() -> Message:
+            message = await receive()
+            if message.get("type") == "http.request":
+                seen["bytes"] += len(message.get("body", b""))
+                if seen["bytes"] > limit:
+                    # an HTTPException passes through FastAPI's body reader unchanged
+                    raise HTTPException(413, f"request body is over the limit of {limit} bytes")
+            return message
+
+        await self.app(scope, bounded_receive, send)
+
+    def _log(self, scope: Scope, principal: Principal | None, status: int, started: float) -> None:
+        if not access_log.isEnabledFor(logging.INFO):
+            return
+        client = scope.get("client") or ("-", 0)
+        actor = _header(scope, b"x-actor") or (principal.name if principal else "-")
+        token = principal.name if principal is not None and principal.authenticated else "-"
+        query = scope.get("query_string", b"").decode("latin-1")
+        target = scope.get("path", "") + (f"?{query}" if query else "")
+        access_log.info(
+            '%s token=%s actor=%s "%s %s" %d %.1fms',
+            client[0],
+            token,
+            actor.replace(" ", "_")[:80],
+            scope.get("method", "-"),
+            target[:300],
+            status,
+            (time.perf_counter() - started) * 1000,
+        )

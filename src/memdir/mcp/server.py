@@ -1,0 +1,173 @@
+"""Build the MCP server: one tool per verb, resources for the store's key files.
+
+Tools return JSON text. A failing verb is a tool error whose text is exactly
+the CLI's error line (``error: <message>``). Over HTTP each call checks the
+bearer token's scope and prefix; over stdio the caller is the local user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
+
+from .. import __version__
+from ..auth import LOCAL, Principal, TokenRegistry, authorize_path
+from ..errors import MemdirError
+from ..service import Memory
+from . import tools
+
+INSTRUCTIONS = """\
+memdir is your memory: a folder of markdown files (episodes, turn records, wiki articles).
+Use it in two modes.
+Mode one, at the start of every turn: call `context` once with the thread (and user and a few
+keywords). It returns a small, fixed-size pack: recent turns of the thread, the user's turns,
+turns matching the keywords, recent ancestors, the snapshot; each item says why it is there.
+Mode two, during the turn, only when you need something precise: `search` (ranked pointers),
+`grep` (regex lines), `read` (a file or one section), `walk` (list a folder), `turn_ancestors`
+(walk the turn DAG). Search returns pointers, never bodies: read what you need.
+At the end of the turn call `turn_record` with your input, output, the ids of the turns you
+used as parents, and your work log. Write files with `write` (give provenance type:id).
+"""
+
+
+def _principal(ctx: Context | None, registry: TokenRegistry) -> Principal:
+    """The caller: from the bearer token over HTTP, the local user over stdio."""
+    headers = None
+    if ctx is not None:
+        try:
+            headers = ctx.headers
+        except (ValueError, AttributeError):
+            headers = None
+    if headers is None:
+        return LOCAL
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return registry.authenticate(lowered.get("authorization"))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=1, default=_default)
+
+
+def _default(value: Any) -> Any:
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return str(value)
+
+
+class Tooling:
+    """What every tool needs: the memory, the caller, and the error translation."""
+
+    def __init__(self, memory: Memory, registry: TokenRegistry) -> None:
+        self.memory = memory
+        self.registry = registry
+
+    def run(
+        self, ctx: Context | None, scope: str, name: str, body: Callable[[Principal], Any]
+    ) -> CallToolResult:
+        try:
+            principal = _principal(ctx, self.registry)
+            principal.require(scope, f"the {name} tool")
+            result = body(principal)
+        except MemdirError as exc:
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"error: {exc.message}")], is_error=True
+            )
+        text = result if isinstance(result, str) else _dumps(result)
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    def path(self, principal: Principal, path: str) -> str:
+        return authorize_path(principal, self.memory.store, path)
+
+
+def build_server(memory: Memory, *, registry: TokenRegistry | None = None) -> MCPServer:
+    """The MCP server for ``memory`` (tools and resources registered)."""
+    server: MCPServer = MCPServer(
+        "memdir",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+    tooling = Tooling(memory, registry or TokenRegistry([]))
+    tools.register(server, tooling)
+    _resources(server, tooling)
+    return server
+
+
+RESOURCE_FILES = (
+    ("SNAPSHOT.md", "the tier-0 snapshot injected at session start"),
+    ("HARNESS.md", "the frozen contracts (article schema, citations, defects, hard rules)"),
+    ("PROGRAM.md", "the iterable behaviour (identity, bundles, budgets, thresholds)"),
+)
+FILE_PREFIX = "memdir://files/"
+
+
+def resource_path(uri: str) -> str:
+    """The store path a ``memdir://`` resource URI names."""
+    if uri.startswith(FILE_PREFIX):
+        return unquote(uri[len(FILE_PREFIX) :])
+    return unquote(uri.removeprefix("memdir://"))
+
+
+def _resources(server: MCPServer, tooling: Tooling) -> None:
+    """Static resources for the key files and a template for any file.
+
+    Resource handlers take no context in the SDK, so :func:`_guard` checks the
+    caller's token and prefix before any ``resources/read`` runs.
+    """
+    mem = tooling.memory
+
+    def read(path: str) -> str:
+        try:
+            return mem.read(path).content
+        except MemdirError as exc:
+            raise ResourceError(f"error: {exc.message}") from None
+
+    def static_resource(name: str) -> Callable[[], str]:
+        def resource() -> str:
+            return read(name)
+
+        resource.__name__ = name.split(".", maxsplit=1)[0].lower()
+        return resource
+
+    for name, what in RESOURCE_FILES:
+        server.resource(
+            f"memdir://{name}", name=name, description=f"{name}: {what}.", mime_type="text/markdown"
+        )(static_resource(name))
+
+    def file(path: str) -> str:
+        return read(path)
+
+    server.resource(
+        FILE_PREFIX + "{+path}",
+        name="file",
+        description="Any markdown file of the store by its store-relative path.",
+        mime_type="text/markdown",
+    )(file)
+
+    async def guard(ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "resources/read":
+            uri = str((ctx.params or {}).get("uri", ""))
+            request = getattr(ctx, "request", None)
+            headers = getattr(request, "headers", None)
+            try:
+                principal = (
+                    LOCAL
+                    if headers is None
+                    else tooling.registry.authenticate(headers.get("authorization"))
+                )
+                principal.require("read", "reading a resource")
+                tooling.path(principal, resource_path(uri))
+            except MemdirError as exc:
+                raise MCPError(INVALID_PARAMS, f"error: {exc.message}") from None
+        return await call_next(ctx)
+
+    server.middleware.append(guard)
