@@ -58,19 +58,17 @@ class RetrievalVerbs:
     index: Index
     settings: Settings
 
-    def sync(self, *, force: bool = False) -> Any:  # provided by Memory
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by StoreVerbs in Memory
 
-    def keyword_search(
-        self, query: str, *, limit: int | None = None, filters: Filters | None = None
-    ) -> list[Hit]:  # provided by StoreVerbs
-        raise NotImplementedError
+        def sync(self, *, force: bool = False) -> Any: ...
 
-    def filters(self, **kwargs: Any) -> Filters:  # provided by StoreVerbs
-        raise NotImplementedError
+        def keyword_search(
+            self, query: str, *, limit: int | None = None, filters: Filters | None = None
+        ) -> list[Hit]: ...
 
-    def _limit(self, limit: int | None) -> int:  # provided by StoreVerbs
-        raise NotImplementedError
+        def filters(self, **kwargs: Any) -> Filters: ...
+
+        def _limit(self, limit: int | None) -> int: ...
 
     # -- the vector index --------------------------------------------------------------
 
@@ -204,6 +202,8 @@ class RetrievalVerbs:
             k=opts.rrf_k,
             weights={"bm25": opts.bm25_weight, "vector": opts.vector_weight},
         )
+        if opts.thread_boost > 0:
+            fused = self._thread_boost(fused, opts.thread_boost)
         if opts.neighbour_boost > 0:
             fused = self._neighbour_boost(fused, opts.neighbour_boost, flt)
         top = fused[:size]
@@ -225,6 +225,30 @@ class RetrievalVerbs:
             hit.why = why
             out.append(hit)
         return out
+
+    def _thread_boost(self, fused: list[Fused[int]], weight: float) -> list[Fused[int]]:
+        """Lift candidates whose thread holds other strong candidates.
+
+        A thread's strength is the sum of its three best fused scores; each candidate
+        of the thread gains ``weight`` times it. Documents without a thread gain nothing.
+        """
+        if not fused:
+            return fused
+        keys = [f.key for f in fused]
+        marks = ",".join("?" * len(keys))
+        thread_of = {
+            int(r[0]): str(r[1])
+            for r in self.index.conn.execute(
+                f"SELECT id, thread FROM docs WHERE id IN ({marks}) AND thread IS NOT NULL", keys
+            )
+        }
+        scores: dict[str, list[float]] = {}
+        for item in fused:
+            if item.key in thread_of:
+                scores.setdefault(thread_of[item.key], []).append(item.score)
+        strength = {t: sum(sorted(v, reverse=True)[:3]) for t, v in scores.items()}
+        boosts = {key: weight * strength[t] for key, t in thread_of.items()}
+        return add_boost(fused, "thread", boosts)
 
     def _neighbour_boost(
         self, fused: list[Fused[int]], weight: float, flt: Filters

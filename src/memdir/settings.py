@@ -36,9 +36,10 @@ class SearchSettings:
     default_limit: int = 10
     mode: str = "auto"
     candidates: int = 50
-    rrf_k: int = 60
+    rrf_k: int = 10
     bm25_weight: float = 1.0
     vector_weight: float = 1.0
+    thread_boost: float = 0.3
     neighbour_boost: float = 0.0
 
 

@@ -61,8 +61,12 @@ class ModelMismatch(ProviderError):
     http_status = 409
 
 
-def passage(title: str, body: str) -> str:
-    """The text embedded for a document: its title, then its body without heading marks."""
+def passage(title: str, body: str, user: str | None = None) -> str:
+    """The text embedded for a document: its title, then its body without heading marks.
+
+    A document with a ``user`` (a turn record) is prefixed ``user: ``, so who said
+    it is part of its meaning (questions name people).
+    """
     lines = []
     for line in body.splitlines():
         stripped = line.lstrip()
@@ -70,7 +74,7 @@ def passage(title: str, body: str) -> str:
     text = "\n".join(lines).strip()
     if title and not text.startswith(title):
         text = f"{title}\n{text}" if text else title
-    return text
+    return f"{user}: {text}" if user else text
 
 
 def _text_hash(text: str) -> str:
@@ -200,13 +204,13 @@ class VectorIndex:
         texts: dict[str, str] = {}
         for doc_id, doc_hash in docs:
             row = conn.execute(
-                "SELECT d.title, f.body FROM docs d JOIN docs_fts f ON f.rowid = d.id "
+                "SELECT d.title, f.body, d.user FROM docs d JOIN docs_fts f ON f.rowid = d.id "
                 "WHERE d.id = ?",
                 (doc_id,),
             ).fetchone()
             if row is None:
                 continue
-            text = passage(str(row[0] or ""), str(row[1] or ""))
+            text = passage(str(row[0] or ""), str(row[1] or ""), row[2])
             pieces = self.embedder.chunks(
                 text, max_tokens=self.chunk_tokens, overlap=self.chunk_overlap
             )

@@ -1,0 +1,192 @@
+"""The vector index through Memory: caching, hiding, model switch, modes, missing extra."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memdir import embeddings as emb
+from memdir.errors import InvalidQuery, MissingExtra
+from memdir.plugins import hookimpl, manager
+from memdir.retrieval import RetrievalVerbs
+from memdir.service import Memory
+from memdir.store import Store
+from memdir.vectors import ModelMismatch, passage
+
+CALLS: list[int] = []
+
+
+class Letters(emb.Embedder):
+    """A deterministic toy embedder: letter counts (so 'sunrise' is near 'sunrises')."""
+
+    dim = 26
+    window = 64
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        CALLS.append(len(texts))
+        out = np.zeros((len(texts), 26), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for ch in text.lower():
+                if "a" <= ch <= "z":
+                    out[row, ord(ch) - 97] += 1
+        return emb.normalise(out)
+
+
+def _broken(settings: Any) -> emb.Embedder:
+    raise MissingExtra("the toy model is not installed: pip install 'memdir[vectors]'")
+
+
+class ToyPlugin:
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        register("letters", lambda settings: Letters("letters-v1"))
+        register("letters2", lambda settings: Letters("letters-v2"))
+        register("absent", _broken)
+
+
+Mem = Memory
+assert issubclass(Memory, RetrievalVerbs)
+
+
+@pytest.fixture
+def toy() -> Iterator[None]:
+    plugin = ToyPlugin()
+    manager().register(plugin)
+    emb.clear_cache()
+    CALLS.clear()
+    yield
+    manager().unregister(plugin)
+    emb.clear_cache()
+
+
+def _open(root: Path, provider: str = "letters") -> Mem:
+    return Mem.open(
+        root,
+        overrides={"store": {"git_commit": False}, "embeddings": {"provider": provider}},
+    )
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return Store.init(tmp_path / "store")
+
+
+def _seed(mem: Mem) -> None:
+    mem.write("notes/sunrise.md", "# Sunrise\n\nI painted a lake sunrise last year.\n")
+    mem.write("notes/cat.md", "# Pets\n\nWe adopted a grey cat called Tom.\n")
+    mem.write("notes/run.md", "# Running\n\nTraining for the city marathon in spring.\n")
+
+
+def test_second_sync_embeds_nothing_and_cache_hits_unchanged_text(toy: None, root: Path) -> None:
+    mem = _open(root)
+    mem.embed()  # the files `init` wrote
+    _seed(mem)
+    first = mem.embed()
+    assert (first.documents, first.embedded, first.cache_hits) == (3, 3, 0)
+    again = mem.embed()
+    assert (again.documents, again.embedded) == (0, 0)
+    # Frontmatter-only edit: the document is re-chunked but its text is a cache hit.
+    mem.write(
+        "notes/cat.md", "---\ntags: [pets]\n---\n# Pets\n\nWe adopted a grey cat called Tom.\n"
+    )
+    edited = mem.embed()
+    assert (edited.documents, edited.embedded, edited.cache_hits) == (1, 0, 1)
+    mem.write("notes/cat.md", "# Pets\n\nWe adopted two cats.\n")
+    changed = mem.embed()
+    assert (changed.documents, changed.embedded) == (1, 1)
+    counts = mem.vector_index().counts()
+    assert counts["pending"] == 0
+    rows = mem.index.conn.execute(
+        "SELECT count(*) FROM chunks c JOIN docs d ON d.id = c.doc_id WHERE d.path LIKE 'notes/%'"
+    ).fetchone()
+    assert rows[0] == 3
+    mem.close()
+
+
+def test_modes_and_why(toy: None, root: Path) -> None:
+    mem = _open(root)
+    _seed(mem)
+    vector = mem.search("sunrises painted", mode="vector", limit=3)
+    assert vector[0].path == "notes/sunrise.md"
+    assert vector[0].why["mode"] == "vector" and vector[0].why["vector_rank"] == 1
+    hybrid = mem.search("marathon training", mode="hybrid", limit=3, path_prefix="notes/")
+    assert hybrid[0].path == "notes/run.md"
+    assert hybrid[0].why["bm25_rank"] == 1 and hybrid[0].why["vector_rank"] >= 1
+    # Vector-only matches carry their vector rank and no bm25 rank.
+    assert {h.path for h in hybrid} == {"notes/run.md", "notes/cat.md", "notes/sunrise.md"}
+    assert all("bm25_rank" not in h.why and h.why["vector_rank"] for h in hybrid[1:])
+    bm = mem.search("marathon", mode="bm25")
+    assert [h.path for h in bm] == ["notes/run.md"]
+    assert mem.search_mode("auto") == ("hybrid", None)
+    for mode in ("bm25", "vector", "hybrid", "auto"):
+        for query in ("", "  ?!... "):
+            with pytest.raises(InvalidQuery):
+                mem.search(query, mode=mode)
+    long_query = "painted sunrise " * 500
+    assert mem.search(long_query, mode="hybrid")[0].path == "notes/sunrise.md"
+    mem.close()
+
+
+def test_superseded_and_purged_are_never_returned(toy: None, root: Path) -> None:
+    mem = _open(root)
+    _seed(mem)
+    mem.write("notes/old.md", "# Old sunrise\n\nI painted a lake sunrise last year.\n")
+    mem.embed()
+    assert "notes/old.md" in {h.path for h in mem.search("lake sunrise", mode="vector")}
+    mem.forget("notes/old.md")
+    mem.forget("notes/cat.md", purge=True)
+    for mode in ("bm25", "vector", "hybrid", "auto"):
+        found = mem.search("lake sunrise painted cat", mode=mode, limit=50, path_prefix="notes/")
+        paths = {h.path for h in found}
+        assert "notes/old.md" not in paths, mode
+        assert "notes/cat.md" not in paths, mode
+        assert "notes/sunrise.md" in paths, mode
+    shown = mem.search("lake sunrise", mode="vector", include_superseded=True, limit=50)
+    assert "notes/old.md" not in {h.path for h in shown}  # hidden docs carry no vectors
+    noted = mem.index.conn.execute(
+        "SELECT d.path FROM chunks c JOIN docs d ON d.id = c.doc_id WHERE d.path LIKE 'notes/%'"
+    ).fetchall()
+    assert sorted(r[0] for r in noted) == ["notes/run.md", "notes/sunrise.md"]
+    mem.close()
+
+
+def test_model_switch_never_mixes_vectors(toy: None, root: Path) -> None:
+    mem = _open(root, "letters")
+    _seed(mem)
+    mem.embed()
+    mem.close()
+    other = _open(root, "letters2")
+    with pytest.raises(ModelMismatch, match=r"letters-v1.*letters-v2.*reindex --vectors"):
+        other.search("sunrise", mode="vector")
+    mode, note = other.search_mode("auto")
+    assert mode == "bm25" and note is not None and "reindex --vectors" in note
+    assert other.search("sunrise")[0].path == "notes/sunrise.md"  # keyword search still works
+    stats = other.embed(rebuild=True)
+    assert stats.embedded >= 3 and stats.cache_hits == 0
+    models = {r[0] for r in other.index.conn.execute("SELECT DISTINCT model FROM vectors")}
+    assert models == {"letters-v2"}
+    assert other.search("sunrise", mode="vector")[0].path == "notes/sunrise.md"
+    other.close()
+
+
+def test_missing_extra_keeps_keyword_search(toy: None, root: Path) -> None:
+    mem = _open(root, "absent")
+    _seed(mem)
+    mode, note = mem.search_mode("auto")
+    assert mode == "bm25" and note is not None and "memdir[vectors]" in note
+    assert [h.path for h in mem.search("marathon")] == ["notes/run.md"]
+    with pytest.raises(MissingExtra, match=r"memdir\[vectors\]"):
+        mem.search("marathon", mode="hybrid")
+    mem.close()
+
+
+def test_passage_drops_heading_marks_and_keeps_title() -> None:
+    assert passage("Pets", "## Input\n\nWe adopted a cat.\n") == "Pets\nInput\n\nWe adopted a cat."
+    assert passage("We adopted", "We adopted a cat.") == "We adopted a cat."
