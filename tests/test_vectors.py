@@ -15,7 +15,7 @@ from memdir.plugins import hookimpl, manager
 from memdir.retrieval import RetrievalVerbs
 from memdir.service import Memory
 from memdir.store import Store
-from memdir.vectors import ModelMismatch, passage
+from memdir.vectors import ModelMismatch, passage, turn_text
 
 CALLS: list[int] = []
 
@@ -190,3 +190,10 @@ def test_missing_extra_keeps_keyword_search(toy: None, root: Path) -> None:
 def test_passage_drops_heading_marks_and_keeps_title() -> None:
     assert passage("Pets", "## Input\n\nWe adopted a cat.\n") == "Pets\nInput\n\nWe adopted a cat."
     assert passage("We adopted", "We adopted a cat.") == "We adopted a cat."
+
+
+def test_turn_text_keeps_what_was_said() -> None:
+    body = "## Input\n\nI adopted a cat.\n\n## Compact\n\n- No tool calls.\n\n## Output\n\nNice!\n"
+    assert turn_text(body, with_compact=False) == "I adopted a cat.\nNice!"
+    assert turn_text(body, with_compact=True) == "I adopted a cat.\n- No tool calls.\nNice!"
+    assert turn_text("# A note\n\ntext\n", with_compact=False) is None

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import links
 from .errors import ProviderError
 from .index.search import Filters
 
@@ -59,6 +60,26 @@ class ModelMismatch(ProviderError):
 
     code = "model_mismatch"
     http_status = 409
+
+
+TURN_SECTIONS = ("input", "compact", "output")
+
+
+def turn_text(body: str, *, with_compact: bool) -> str | None:
+    """What a turn record says: its Input and Output (and Compact when it summarises tools).
+
+    The section headings and the compactor's note for a turn without tool calls say
+    nothing about the turn, so they stay out of its vector. None when not a turn body.
+    """
+    parts: dict[str, str] = {}
+    for section in links.sections(body):
+        name = section.heading.strip().lower()
+        if section.level == 2 and name in TURN_SECTIONS and name not in parts:
+            parts[name] = section.text.split("\n", 1)[1] if "\n" in section.text else ""
+    if "input" not in parts:
+        return None
+    keep = ("input", "compact", "output") if with_compact else ("input", "output")
+    return "\n".join(parts[k].strip() for k in keep if parts.get(k, "").strip())
 
 
 def passage(title: str, body: str, user: str | None = None) -> str:
@@ -204,13 +225,23 @@ class VectorIndex:
         texts: dict[str, str] = {}
         for doc_id, doc_hash in docs:
             row = conn.execute(
-                "SELECT d.title, f.body, d.user FROM docs d JOIN docs_fts f ON f.rowid = d.id "
+                "SELECT d.title, f.body, d.user, d.type, d.fm FROM docs d "
+                "JOIN docs_fts f ON f.rowid = d.id "
                 "WHERE d.id = ?",
                 (doc_id,),
             ).fetchone()
             if row is None:
                 continue
-            text = passage(str(row[0] or ""), str(row[1] or ""), row[2])
+            body = str(row[1] or "")
+            turn = None
+            if str(row[3] or "").lower() == "turn":
+                tools = '"tool_calls"' in str(row[4] or "")
+                turn = turn_text(body, with_compact=tools)
+            text = (
+                f"{row[2]}: {turn}"
+                if turn and row[2]
+                else turn or passage(str(row[0] or ""), body, row[2])
+            )
             pieces = self.embedder.chunks(
                 text, max_tokens=self.chunk_tokens, overlap=self.chunk_overlap
             )
