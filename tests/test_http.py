@@ -25,7 +25,9 @@ DOC = (
 
 @pytest.fixture
 def live(store_root: Path) -> Iterator[Live]:
-    with live_server(store_root, {"server": {"max_body_bytes": 4096}}) as server:
+    with live_server(
+        store_root, {"server": {"max_body_bytes": 4096}, "embeddings": {"enabled": False}}
+    ) as server:
         yield server
 
 

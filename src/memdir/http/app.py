@@ -23,7 +23,7 @@ from starlette.routing import Route
 from .. import __version__
 from ..auth import TokenRegistry
 from ..service import Memory
-from . import errors, routes, turn_routes
+from . import engine_routes, errors, routes, turn_routes
 from .middleware import ServerMiddleware
 
 log = logging.getLogger("memdir.http")
@@ -75,6 +75,7 @@ def create_app(memory: Memory, *, mcp: bool = True, require_auth: bool | None = 
     errors.install(app)
     app.include_router(routes.router)
     app.include_router(turn_routes.router)
+    app.include_router(engine_routes.router)
     if mount is not None:
         app.router.routes.append(Route("/mcp", endpoint=mount, include_in_schema=False))
     app.add_middleware(ServerMiddleware, registry=registry, max_body_bytes=server.max_body_bytes)

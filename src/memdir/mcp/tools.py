@@ -11,6 +11,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from ..auth import Principal
+from ..errors import InvalidInput
 from ..ids import new_id
 from ..turns import is_turn_id, turn_path
 
@@ -300,5 +301,96 @@ def register(server: MCPServer, t: Tooling) -> None:
 
         return t.run(ctx, "write", "merge", body)
 
+    # -- the knowledge engine ------------------------------------------------------------
+
+    @tool(
+        "Put raw sources (notes, transcripts, documents) into the inbox as episodes, to be "
+        "consolidated into the wiki later. Give each a name and its text.",
+        writes=True,
+    )
+    def ingest(
+        sources: Annotated[
+            list[dict[str, str]],
+            Field(description="A list of {name, content} objects.", min_length=1),
+        ],
+        ctx: Context,
+        provenance: Provenance = None,
+        actor: Actor = None,
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.check_path("inbox/")
+            items = []
+            for n, item in enumerate(sources, start=1):
+                name, content = item.get("name"), item.get("content")
+                if not isinstance(name, str) or not isinstance(content, str):
+                    raise InvalidInput(f"source {n} needs a name and a content (both text)")
+                items.append((name, content))
+            who = actor or (p.name if p.authenticated else None)
+            return mem.ingest(items, actor=who, provenance=provenance)
+
+        return t.run(ctx, "write", "ingest", body)
+
+    @tool(
+        "Step 1 of consolidating with you as the writer: returns the work packet (the "
+        "unmerged inbox sources, the bundle each belongs to, the article contract). Write the "
+        "articles it asks for, then call consolidate_apply with the completed packet."
+    )
+    def consolidate_plan(ctx: Context) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.require_unconfined("consolidate")
+            return mem.consolidate(plan=True)
+
+        return t.run(ctx, "read", "consolidate_plan", body)
+
+    @tool(
+        "Step 2 of consolidating: file the completed work packet (articles with citations); "
+        "memdir validates it, writes the articles, records merged-from and updates the "
+        "routers. Without a packet, memdir consolidates the inbox with its own offline writer.",
+        writes=True,
+    )
+    def consolidate_apply(
+        ctx: Context,
+        packet: Annotated[
+            dict[str, Any] | None, Field(description="The completed plan; omit to auto-write.")
+        ] = None,
+        actor: Actor = None,
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.require_unconfined("consolidate")
+            who = actor or (p.name if p.authenticated else None)
+            return mem.consolidate(apply=packet, actor=who)
+
+        return t.run(ctx, "write", "consolidate_apply", body)
+
+    @tool(
+        "Ask the wiki a question: tiered recall (snapshot, then the index routers, then "
+        "search) returning the articles that answer it with citations, or saying plainly that "
+        "nothing was found. Prefer it to search for questions about durable knowledge."
+    )
+    def query(
+        question: Annotated[str, Field(description="The question in plain words.")],
+        ctx: Context,
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.require_unconfined("query")
+            return mem.query(question)
+
+        return t.run(ctx, "read", "query", body)
+
+    @tool(
+        "Audit the wiki against the frozen harness: drift and its components, OKF "
+        "conformance, and whether it regressed since the previous audit. Records the run.",
+        writes=True,
+    )
+    def refine(
+        ctx: Context,
+        label: Annotated[str | None, Field(description="A name for this run.")] = None,
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.require_unconfined("refine")
+            return mem.refine(label=label)
+
+        return t.run(ctx, "write", "refine", body)
+
     _ = (context, search, grep, read, walk, turn_record, turn_show, turn_ancestors)
-    _ = (write, memory_report, merge)
+    _ = (write, memory_report, merge, ingest, consolidate_plan, consolidate_apply, query, refine)

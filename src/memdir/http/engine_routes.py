@@ -1,0 +1,135 @@
+"""Routes for the knowledge engine: ingest, consolidate (plan, apply), query, refine,
+evaluate, reflect, episodes. They see the whole store, so a prefix-confined token may
+only ingest (into ``inbox/``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from .auth import (
+    ActorHeader,
+    Mem,
+    ProvenanceHeader,
+    Reader,
+    Writer,
+    check_actor,
+    check_provenance,
+)
+
+router = APIRouter(tags=["engine"])
+
+
+class Source(BaseModel):
+    name: str = Field(description="The source's name (a file name or a URL).", min_length=1)
+    content: str = Field(description="The raw text (UTF-8).")
+
+
+class IngestBody(BaseModel):
+    sources: list[Source] = Field(min_length=1, max_length=1000)
+
+
+class ConsolidateBody(BaseModel):
+    apply: dict[str, Any] | None = Field(
+        default=None, description="A completed work packet from /v1/consolidate/plan."
+    )
+    limit: int | None = Field(default=None, ge=1, le=100_000)
+
+
+class RefineBody(BaseModel):
+    label: str | None = Field(default=None, max_length=200)
+
+
+class EpisodeBody(BaseModel):
+    kind: str = Field(description="life or signal.")
+    situation: str
+    actions: list[str] = Field(default_factory=list)
+    outcome: str = "success"
+    insights: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    intent: str = ""
+    slug: str | None = None
+
+
+@router.post("/v1/ingest", status_code=201)
+def ingest(
+    body: IngestBody,
+    mem: Mem,
+    principal: Writer,
+    x_actor: ActorHeader = None,
+    x_provenance: ProvenanceHeader = None,
+) -> list[dict[str, Any]]:
+    """Place raw sources in ``inbox/`` as episodic ingest documents (to consolidate later)."""
+    actor = check_actor(x_actor, principal)
+    prov = check_provenance(x_provenance)
+    principal.check_path("inbox/")
+    items = [(s.name, s.content) for s in body.sources]
+    return mem.ingest(items, actor=actor, provenance=prov)
+
+
+@router.post("/v1/consolidate/plan")
+def consolidate_plan(mem: Mem, principal: Reader) -> Any:
+    """The work packet: unmerged sources, their bundles, and the article contract to fill."""
+    principal.require_unconfined("consolidate")
+    return mem.consolidate(plan=True)
+
+
+@router.post("/v1/consolidate")
+def consolidate(
+    mem: Mem, principal: Writer, body: ConsolidateBody | None = None, x_actor: ActorHeader = None
+) -> Any:
+    """Fold unmerged sources into cited articles (or apply a completed work packet)."""
+    principal.require_unconfined("consolidate")
+    actor = check_actor(x_actor, principal)
+    req = body or ConsolidateBody()
+    return mem.consolidate(apply=req.apply, limit=req.limit, actor=actor)
+
+
+@router.get("/v1/query")
+def query(
+    mem: Mem,
+    principal: Reader,
+    q: Annotated[str, Query(description="A question in plain words.")],
+) -> Any:
+    """Tiered recall: snapshot, then the index walk, then search; says when nothing is found."""
+    principal.require_unconfined("query")
+    return mem.query(q)
+
+
+@router.post("/v1/refine")
+def refine(mem: Mem, principal: Writer, body: RefineBody | None = None) -> Any:
+    """The drift audit against the harness, labelled against the previous run."""
+    principal.require_unconfined("refine")
+    return mem.refine(label=body.label if body else None)
+
+
+@router.post("/v1/evaluate")
+def evaluate(mem: Mem, principal: Writer) -> Any:
+    """Run evals/questions.yaml: recall@k, MRR, files read; compared with the last run."""
+    principal.require_unconfined("evaluate")
+    return mem.evaluate()
+
+
+@router.post("/v1/reflect")
+def reflect(mem: Mem, principal: Writer) -> Any:
+    """Merge recurring insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
+    principal.require_unconfined("reflect")
+    return mem.reflect()
+
+
+@router.post("/v1/episodes", status_code=201)
+def episode_add(body: EpisodeBody, mem: Mem, principal: Writer) -> Any:
+    """Record a life or signal experience episode."""
+    principal.check_path(f"episodes/{body.kind}/")
+    return mem.episode_add(
+        kind=body.kind,
+        situation=body.situation,
+        actions=body.actions,
+        outcome=body.outcome,
+        insights=body.insights,
+        tags=body.tags,
+        intent=body.intent,
+        slug=body.slug,
+    )
