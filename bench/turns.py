@@ -132,7 +132,8 @@ def bench_record(n: int, procs: int, batch: float) -> dict[str, Any]:
 
 
 def build_store(root: Path, size: int, seed: int = 7) -> dict[str, Any]:
-    """Write ``size`` turn records straight to disk: 50 turns per thread, chained."""
+    """Write ``size`` turn records straight to disk: 50 turns per thread, each turn's parent
+    is the thread's previous turn, and 5 % also cite a recent turn of another thread."""
     rnd = random.Random(seed)
     threads = max(size // 50, 1)
     last: dict[int, str] = {}
@@ -142,8 +143,8 @@ def build_store(root: Path, size: int, seed: int = 7) -> dict[str, Any]:
         ident = new_id(base_ms + i * 10)
         t = i % threads
         parents = [last[t]] if t in last else []
-        if all_ids and rnd.random() < 0.2:
-            other = rnd.choice(all_ids[-5000:])
+        if all_ids and rnd.random() < 0.05:  # now and then a turn cites another thread
+            other = rnd.choice(all_ids[-200:])
             if other not in parents:
                 parents.append(other)
         words = rnd.choices(WORDS, k=30)
@@ -202,12 +203,14 @@ def bench_context(sizes: list[int], queries: int) -> dict[str, Any]:
                     assert pack.tokens <= mem.settings.turns.context_budget
                 walk: list[float] = []
                 depths: list[int] = []
+                sizes_found: list[int] = []
                 for _ in range(queries):
                     tip = rnd.choice(info["latest"])
                     started = time.perf_counter()
                     nodes = mem.ancestors(tip, depth=50)
                     walk.append(time.perf_counter() - started)
                     depths.append(max((n.depth for n in nodes), default=0))
+                    sizes_found.append(len(nodes))
             out[str(size)] = {
                 "build_seconds": round(built, 1),
                 "index_seconds": round(indexed, 1),
@@ -217,6 +220,7 @@ def bench_context(sizes: list[int], queries: int) -> dict[str, Any]:
                 "ancestors50_p50_ms": round(statistics.median(walk) * 1000, 2),
                 "ancestors50_p95_ms": round(_pct(walk, 0.95) * 1000, 2),
                 "ancestors50_max_depth": max(depths),
+                "ancestors50_mean_turns": round(statistics.mean(sizes_found), 1),
             }
             print(json.dumps({size: out[str(size)]}), file=sys.stderr)
     if len(sizes) >= 2:

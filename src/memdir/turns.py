@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sqlite3
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -599,54 +600,92 @@ class TurnVerbs:
         return self.store.read_bytes(side) if self.store.exists(side) else b""
 
     def _walk(self, start: str, depth: int, limit: int, up: bool) -> list[DagNode]:
-        """One recursive query over ``links`` (kind ``parent``) and ``docs``: no file is read.
+        """Breadth-first over the index: one query per level, a visited set, no file read.
 
-        Rows are (turn, depth) pairs, so a cycle made by hand ends at ``depth`` and the
-        work is bounded by ``depth`` times the turns reached.
+        A cycle made by hand cannot loop (visited set); the work is bounded by ``depth``
+        levels and stops once ``limit`` turns are found.
         """
         if not is_turn_id(start):
             raise InvalidInput(f"not a turn id: {start!r}")
         if depth < 0 or limit < 1:
             raise InvalidInput("depth must be >= 0 and limit >= 1")
         conn = self.index.conn
-        if (
-            conn.execute(
-                "SELECT 1 FROM docs WHERE +type = 'turn' AND episode_id = ? LIMIT 1", (start,)
-            ).fetchone()
-            is None
-        ):
-            raise NotFound(f"no such turn: {start}")
-        # CROSS JOIN and the unary + pin the plans to docs_episode/links_src (up) and
-        # links_target/primary key (down).
+        cols = "d.episode_id, d.path, d.thread, d.user, d.created, d.hidden"
+        # CROSS JOIN and the unary + pin the plans: docs_episode then links_src (up),
+        # links_target then the primary key (down).
         if up:
-            step = (
-                "SELECT l.target, w.depth + 1 FROM walk w CROSS JOIN docs d CROSS JOIN links l "
-                "WHERE d.episode_id = w.eid AND +d.type = 'turn' AND l.src = d.id "
-                "AND +l.kind = 'parent' AND w.depth < ?"
+            sql = (
+                f"SELECT {cols}, l.target AS next FROM docs d LEFT JOIN links l "
+                "ON l.src = d.id AND +l.kind = 'parent' "
+                "WHERE d.episode_id IN ({}) AND +d.type = 'turn'"
             )
         else:
-            step = (
-                "SELECT d.episode_id, w.depth + 1 FROM walk w CROSS JOIN links l "
-                "CROSS JOIN docs d WHERE l.kind = 'parent' AND l.target = w.eid "
-                "AND d.id = l.src AND +d.type = 'turn' AND w.depth < ?"
+            sql = (
+                f"SELECT {cols}, d.episode_id AS next FROM links l CROSS JOIN docs d "
+                "WHERE l.kind = 'parent' AND l.target IN ({}) AND d.id = l.src "
+                "AND +d.type = 'turn'"
             )
-        sql = (
-            f"WITH RECURSIVE walk(eid, depth) AS (SELECT ?, 0 UNION {step}), "
-            "near(eid, depth) AS (SELECT eid, min(depth) FROM walk GROUP BY eid) "
-            "SELECT n.eid, n.depth, d.path, d.thread, d.user, d.created FROM near n "
-            "CROSS JOIN docs d WHERE d.episode_id = n.eid AND +d.type = 'turn' "
-            "AND d.hidden = 0 AND n.eid != ?"
-        )
-        rows = conn.execute(sql, (start, depth, start)).fetchall()
-        nodes = {}
-        for row in rows:
-            if row[0] not in nodes:
-                nodes[row[0]] = DagNode(
-                    row[0], row[2], row[1], row[3] or "", row[4] or "", row[5] or ""
-                )
-        ordered = sorted(nodes.values(), key=lambda n: n.id, reverse=True)
-        ordered.sort(key=lambda n: n.depth)
-        return ordered[:limit]
+        info: dict[str, DagNode] = {}
+        hidden: set[str] = set()
+        seen = {start}
+        found: list[tuple[str, int]] = []
+
+        def query(ids: list[str]) -> list[sqlite3.Row]:
+            rows: list[sqlite3.Row] = []
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                rows += conn.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+            return rows
+
+        def note(row: sqlite3.Row, level: int) -> None:
+            ident = row["episode_id"]
+            if ident not in info:
+                info[ident] = DagNode(
+                    ident, row["path"], level, row["thread"] or "", row["user"] or "",
+                    row["created"] or "",
+                )  # fmt: skip
+                if row["hidden"]:
+                    hidden.add(ident)
+
+        if up:
+            rows = query([start])
+            if not rows:
+                raise NotFound(f"no such turn: {start}")
+        else:
+            exists = conn.execute(
+                "SELECT 1 FROM docs WHERE episode_id = ? AND +type = 'turn' LIMIT 1", (start,)
+            ).fetchone()
+            if exists is None:
+                raise NotFound(f"no such turn: {start}")
+            rows = []
+        frontier = [start]
+        level = 0
+        while frontier and level < depth and len(found) < limit + len(hidden):
+            level += 1
+            if not up:
+                rows = query(frontier)
+            nxt: list[str] = []
+            for row in rows:
+                ident = row["next"]
+                if ident and ident not in seen:
+                    seen.add(ident)
+                    nxt.append(ident)
+                if not up:
+                    note(row, level)
+            nxt.sort(reverse=True)
+            found.extend((n, level) for n in nxt)
+            frontier = nxt
+            if up and frontier:
+                rows = query(frontier)
+                for row in rows:
+                    note(row, level)
+        nodes = []
+        for ident, level in found:
+            node = info.get(ident)
+            if node is None or ident in hidden:
+                continue  # a dangling parent id, or a forgotten turn
+            nodes.append(DagNode(node.id, node.path, level, node.thread, node.user, node.created))
+        return nodes[:limit]
 
     def ancestors(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
         """Turns this turn descends from, nearest first (breadth-first over ``parents``)."""
