@@ -7,17 +7,28 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir import tokens
+from memdir.cli import cli
 from memdir.errors import InvalidInput
 from memdir.service import Memory
 from memdir.store import Store
 
 NO_GIT = {"store": {"git_commit": False}}
+
+
+def run_cli(*args: str, stdin: bytes | None = None) -> SimpleNamespace:
+    """The CLI in process (click's runner): exit code, stdout and stderr as bytes."""
+    res = CliRunner().invoke(cli, list(args), input=stdin)
+    return SimpleNamespace(
+        returncode=res.exit_code, stdout=res.stdout_bytes, stderr=res.stderr_bytes
+    )
 
 
 @pytest.fixture
@@ -167,8 +178,6 @@ def test_budget_is_never_exceeded(
 
 def test_cli_context(world: tuple[Memory, dict[str, str]]) -> None:
     import json
-
-    from conftest import run_cli
 
     mem, ids = world
     out = run_cli(

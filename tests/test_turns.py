@@ -6,10 +6,12 @@ import json
 import multiprocessing
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
-from conftest import run_cli
+from memdir.cli import cli
 from memdir.errors import Conflict, InvalidInput, NotFound
 from memdir.ids import new_id
 from memdir.service import Memory
@@ -17,6 +19,14 @@ from memdir.store import Store
 from memdir.turns import parse_turn, turn_path, worklog_path
 
 NO_GIT = {"store": {"git_commit": False}}
+
+
+def run_cli(*args: str, stdin: bytes | None = None) -> SimpleNamespace:
+    """The CLI in process (click's runner): exit code, stdout and stderr as bytes."""
+    res = CliRunner().invoke(cli, list(args), input=stdin)
+    return SimpleNamespace(
+        returncode=res.exit_code, stdout=res.stdout_bytes, stderr=res.stderr_bytes
+    )
 
 
 @pytest.fixture

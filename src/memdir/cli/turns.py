@@ -35,7 +35,7 @@ def turn_group() -> None:
 
 
 def _read_stdin_object() -> dict[str, Any]:
-    raw = click.get_binary_stream("stdin").read()
+    raw = sys.stdin.buffer.read()
     if not raw.strip():
         raise InvalidInput("nothing to record: give --input/--output, or one JSON object on stdin")
     try:
@@ -89,7 +89,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @root_flag
 @click.pass_context
-def record_cmd(  # noqa: PLR0917
+def record_cmd(
     ctx: click.Context,
     thread: str | None,
     user: str | None,
@@ -180,7 +180,7 @@ def show_cmd(ctx: click.Context, turn_id: str, raw: bool, as_json: bool, root: s
     with memory(ctx, root) as mem:
         if raw:
             data = mem.turn_worklog(turn_id)
-            out = click.get_binary_stream("stdout")
+            out = sys.stdout.buffer
             out.write(data)
             out.flush()
             return
@@ -208,7 +208,7 @@ def _print_nodes(nodes: list[Any], as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @root_flag
 @click.pass_context
-def ancestors_cmd(  # noqa: PLR0917
+def ancestors_cmd(
     ctx: click.Context, turn_id: str, depth: int, limit: int, as_json: bool, root: str | None
 ) -> None:
     """The turns TURN_ID descends from, nearest first (depth = parent steps).
@@ -227,7 +227,7 @@ def ancestors_cmd(  # noqa: PLR0917
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @root_flag
 @click.pass_context
-def descendants_cmd(  # noqa: PLR0917
+def descendants_cmd(
     ctx: click.Context, turn_id: str, depth: int, limit: int, as_json: bool, root: str | None
 ) -> None:
     """The turns that name TURN_ID as a parent, directly or not, nearest first.
@@ -267,7 +267,7 @@ def thread_cmd(ctx: click.Context, thread: str, last: int, as_json: bool, root: 
 @click.option("--json", "as_json", is_flag=True, help="Print the pack as JSON (items, reasons).")
 @root_flag
 @click.pass_context
-def context_cmd(  # noqa: PLR0917
+def context_cmd(
     ctx: click.Context,
     thread: str,
     user: str,
