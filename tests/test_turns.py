@@ -271,3 +271,22 @@ def test_worklogs_are_searched_only_on_demand(tmem: Memory) -> None:
     # a purged turn leaves the work-log table too
     tmem.forget(rec.path, purge=True)
     assert tmem.search_worklogs("zebrafish") == []
+
+
+def test_recursive_query_and_breadth_first_walk_agree(tmem: Memory) -> None:
+    import random
+
+    rnd = random.Random(3)
+    ids: list[str] = []
+    for i in range(40):
+        parents = rnd.sample(ids, k=min(len(ids), rnd.randint(0, 3)))
+        ids.append(tmem.record_turn(thread=f"r{i % 3}", input=str(i), parents=parents).id)
+    for start in rnd.sample(ids, 8):
+        for depth, limit in [(1, 1000), (3, 1000), (50, 1000), (50, 5), (0, 10)]:
+            for up in (True, False):
+                fast = tmem._walk(start, depth, limit, up)
+                slow = tmem._walk_bfs(start, depth, limit, up)
+                assert fast == slow, (start, depth, limit, up)
+    # a tiny cap forces the fallback: same answer
+    deep = tmem._walk(ids[-1], 50, 1, up=True)
+    assert deep == tmem._walk_bfs(ids[-1], 50, 1, up=True)

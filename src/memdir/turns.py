@@ -600,6 +600,52 @@ class TurnVerbs:
         return self.store.read_bytes(side) if self.store.exists(side) else b""
 
     def _walk(self, start: str, depth: int, limit: int, up: bool) -> list[DagNode]:
+        """The turns ``depth`` steps around ``start``, nearest first; never reads a file.
+
+        One recursive query over (turn, depth) pairs first; on a DAG so dense that the
+        pairs pass a cap (``limit`` x 20), the breadth-first walk with a visited set,
+        which is bounded by ``limit``, answers instead.
+        """
+        if not is_turn_id(start):
+            raise InvalidInput(f"not a turn id: {start!r}")
+        if depth < 0 or limit < 1:
+            raise InvalidInput("depth must be >= 0 and limit >= 1")
+        conn = self.index.conn
+        if up:
+            step = (
+                "SELECT l.target, w.depth + 1 FROM walk w CROSS JOIN docs d CROSS JOIN links l "
+                "WHERE d.episode_id = w.eid AND +d.type = 'turn' AND l.src = d.id "
+                "AND +l.kind = 'parent' AND w.depth < ?"
+            )
+        else:
+            step = (
+                "SELECT d.episode_id, w.depth + 1 FROM walk w CROSS JOIN links l "
+                "CROSS JOIN docs d WHERE l.kind = 'parent' AND l.target = w.eid "
+                "AND d.id = l.src AND +d.type = 'turn' AND w.depth < ?"
+            )
+        cap = limit * 20
+        rows = conn.execute(
+            f"WITH RECURSIVE walk(eid, depth) AS (SELECT ?, 0 UNION {step} LIMIT ?) "
+            "SELECT w.eid, min(w.depth) AS depth, count(*) AS n, d.path, d.thread, d.user, "
+            "d.created, d.hidden FROM walk w LEFT JOIN docs d "
+            "ON d.episode_id = w.eid AND +d.type = 'turn' GROUP BY w.eid",
+            (start, depth, cap),
+        ).fetchall()
+        if not any(r["eid"] == start and r["path"] is not None for r in rows):
+            raise NotFound(f"no such turn: {start}")
+        if sum(r["n"] for r in rows) < cap:
+            nodes = [
+                DagNode(r["eid"], r["path"], r["depth"], r["thread"] or "", r["user"] or "",
+                        r["created"] or "")
+                for r in rows
+                if r["eid"] != start and r["path"] is not None and not r["hidden"]
+            ]  # fmt: skip
+            nodes.sort(key=lambda n: n.id, reverse=True)
+            nodes.sort(key=lambda n: n.depth)
+            return nodes[:limit]
+        return self._walk_bfs(start, depth, limit, up)
+
+    def _walk_bfs(self, start: str, depth: int, limit: int, up: bool) -> list[DagNode]:
         """Breadth-first over the index: one query per level, a visited set, no file read.
 
         A cycle made by hand cannot loop (visited set); the work is bounded by ``depth``
