@@ -35,6 +35,8 @@ def turn_group() -> None:
 
 
 def _read_stdin_object() -> dict[str, Any]:
+    if sys.stdin.isatty():
+        raise InvalidInput("nothing to record: give --input/--output, or pipe one JSON object")
     raw = sys.stdin.buffer.read()
     if not raw.strip():
         raise InvalidInput("nothing to record: give --input/--output, or one JSON object on stdin")
