@@ -29,6 +29,7 @@ class StoreSettings:
     git_commit: bool = True
     git_batch_seconds: float = 0.0
     lock_timeout_seconds: float = 30.0
+    sync_interval_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,23 @@ class LLMSettings:
 class TurnSettings:
     compactor: str = "default"
     compact_max_chars: int = 1200
+    token_counter: str = "auto"
+    context_budget: int = 2000
+    context_thread_turns: int = 5
+    context_user_turns: int = 3
+    context_keyword_turns: int = 5
+    context_ancestors: int = 8
+    context_ancestors_compact: int = 3
+    context_ancestor_depth: int = 6
+    context_routers: int = 4
+    context_item_chars: int = 800
 
 
 @dataclass(frozen=True)
 class EngineSettings:
     snapshot_token_cap: int = 1500
     distill_age_days: int = 14
-    quarantine_threshold: float = 0.1
+    quarantine_threshold: float = 0.05
     writer: str = "extractive"
 
 

@@ -1,0 +1,126 @@
+"""Git history of a store: every write can become a commit authored by its actor.
+
+Commits go through the ``git`` command (the fastest option measured). Writes
+are queued; :meth:`GitLog.flush` commits everything queued, one commit per
+actor. With ``store.git_batch_seconds`` > 0 a background thread flushes after
+that quiet period, so bursts share commits; otherwise each write flushes at
+once. Nothing queued is dropped: ``flush`` runs at close and at exit, and a
+path staged by one process and committed by another is still committed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import subprocess
+import threading
+from pathlib import Path
+
+from .errors import GitError
+from .locks import FileLock
+
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
+
+
+def _identity_env(actor: str) -> dict[str, str]:
+    env = dict(os.environ)
+    email_local = _SAFE_NAME.sub("-", actor).strip("-") or "anonymous"
+    env.update(
+        LC_ALL="C",
+        GIT_AUTHOR_NAME=actor or "anonymous",
+        GIT_AUTHOR_EMAIL=f"{email_local}@memdir.local",
+        GIT_COMMITTER_NAME="memdir",
+        GIT_COMMITTER_EMAIL="memdir@memdir.local",
+    )
+    return env
+
+
+def run_git(root: Path, *args: str, actor: str = "memdir", check: bool = True) -> str:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True,
+            text=True,
+            env=_identity_env(actor),
+            check=False,
+        )
+    except FileNotFoundError:
+        raise GitError("git is not installed; set store.git_commit = false") from None
+    if check and proc.returncode != 0:
+        raise GitError(f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+class GitLog:
+    """Queue of paths to commit, with their actor and message."""
+
+    def __init__(self, root: Path, batch_seconds: float = 0.0, lock_timeout: float = 60.0) -> None:
+        self.root = root
+        self.batch_seconds = batch_seconds
+        self._lock = FileLock(root / ".memdir" / "git.lock", timeout=lock_timeout)
+        self._pending: dict[str, tuple[set[str], list[str]]] = {}
+        self._mutex = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._registered = False
+
+    @property
+    def enabled(self) -> bool:
+        return (self.root / ".git").exists()
+
+    def queue(self, paths: list[str], actor: str, message: str) -> None:
+        if not self.enabled:
+            return
+        with self._mutex:
+            entry = self._pending.setdefault(actor, (set(), []))
+            entry[0].update(paths)
+            if message not in entry[1]:
+                entry[1].append(message)
+            if not self._registered:
+                atexit.register(self.flush)
+                self._registered = True
+            if self.batch_seconds > 0:
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = threading.Timer(self.batch_seconds, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+                return
+        self.flush()
+
+    def flush(self) -> None:
+        """Commit everything queued (one commit per actor)."""
+        with self._mutex:
+            pending, self._pending = self._pending, {}
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        if not pending:
+            return
+        with self._lock.hold():
+            for actor, (paths, messages) in pending.items():
+                self._commit(sorted(paths), actor, messages)
+
+    def _commit(self, paths: list[str], actor: str, messages: list[str]) -> None:
+        # Stage in chunks so a large batch never exceeds the argument limit.
+        for start in range(0, len(paths), 500):
+            run_git(self.root, "add", "-A", "--", *paths[start : start + 500], actor=actor)
+        if len(messages) == 1:
+            message = messages[0]
+        else:
+            head = f"{len(paths)} changes by {actor}"
+            message = head + "\n\n" + "\n".join(f"- {m}" for m in messages[:200])
+        out = run_git(
+            self.root, "commit", "-q", "--no-verify", "-m", message, actor=actor, check=False
+        )
+        if out.strip():
+            # git -q prints only when it did not commit. That is fine when nothing is staged
+            # (another flush already committed these paths); anything else is an error.
+            staged = subprocess.run(
+                ["git", "-C", str(self.root), "diff", "--cached", "--quiet"],
+                capture_output=True,
+                env=_identity_env(actor),
+                check=False,
+            )
+            if staged.returncode != 0:
+                raise GitError(f"git commit failed: {out.strip()}")

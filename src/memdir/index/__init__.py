@@ -1,0 +1,339 @@
+"""The derived index: SQLite (WAL) at ``.memdir/index.db``, rebuildable from the files.
+
+Every verb calls :meth:`Index.sync` first. A sync stats every markdown file and
+reads and hashes only those whose size or mtime changed; unchanged content is
+never re-parsed. Writes made through memdir update the index for their paths
+only (:meth:`Index.sync_paths`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .db import connect
+from .documents import DocRow, analyze
+from .scan import scan
+
+__all__ = ["DocRow", "Index", "SyncStats", "analyze"]
+
+
+@dataclass
+class SyncStats:
+    scanned: int = 0
+    added: int = 0
+    updated: int = 0
+    touched: int = 0
+    removed: int = 0
+    seconds: float = 0.0
+    changed_paths: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> int:
+        return self.added + self.updated + self.removed
+
+
+@dataclass
+class Difference:
+    missing_in_index: list[str] = field(default_factory=list)
+    missing_on_disk: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    invalid_yaml: list[tuple[str, str]] = field(default_factory=list)
+    invalid_utf8: list[str] = field(default_factory=list)
+    fts_rows: int = 0
+    doc_rows: int = 0
+
+    @property
+    def in_step(self) -> bool:
+        return not (
+            self.missing_in_index
+            or self.missing_on_disk
+            or self.stale
+            or self.fts_rows != self.doc_rows
+        )
+
+
+class Index:
+    """The SQLite index of one store. Thread-safe: one connection per thread."""
+
+    def __init__(self, root: Path, db_path: Path | None = None) -> None:
+        self.root = root
+        self.path = db_path or root / ".memdir" / "index.db"
+        self._local = threading.local()
+        self._write_mutex = threading.RLock()
+        self._all: list[sqlite3.Connection] = []
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.path)
+            self._local.conn = conn
+            self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        for conn in self._all:
+            with suppress(sqlite3.Error):
+                conn.close()
+        self._all.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One writer at a time (threads by a mutex, processes by SQLite's lock)."""
+        with self._write_mutex:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # -- meta ----------------------------------------------------------------------
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else default
+
+    def set_meta(self, conn: sqlite3.Connection, key: str, value: str) -> None:
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    @property
+    def generation(self) -> int:
+        """A counter bumped by every change to the index; caches key on it."""
+        return int(self.meta("generation", "0") or 0)
+
+    def _bump(self, conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    # -- sync ----------------------------------------------------------------------
+
+    def _known(self) -> dict[str, tuple[int, int, str]]:
+        return {
+            row[0]: (row[1], row[2], row[3])
+            for row in self.conn.execute("SELECT path, mtime_ns, size, hash FROM docs")
+        }
+
+    def sync(self, *, full: bool = False) -> SyncStats:
+        """Bring the index in step with the files: stat all, read only what changed."""
+        started = time.perf_counter()
+        stats = SyncStats()
+        known = self._known()
+        changed: list[tuple[str, int, int]] = []
+        seen: set[str] = set()
+        for rel, mtime_ns, size in scan(self.root):
+            seen.add(rel)
+            old = known.get(rel)
+            if full or old is None or old[0] != mtime_ns or old[1] != size:
+                changed.append((rel, mtime_ns, size))
+        stats.scanned = len(seen)
+        gone = [rel for rel in known if rel not in seen]
+        if changed or gone:
+            self._apply(changed, gone, known, stats, force=full)
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    def sync_paths(self, rels: Iterable[str]) -> SyncStats:
+        """Update the index for the given paths only (after a write made through memdir)."""
+        started = time.perf_counter()
+        stats = SyncStats()
+        changed: list[tuple[str, int, int]] = []
+        gone: list[str] = []
+        wanted = list(dict.fromkeys(rels))
+        known: dict[str, tuple[int, int, str]] = {}
+        for rel in wanted:
+            row = self.conn.execute(
+                "SELECT mtime_ns, size, hash FROM docs WHERE path = ?", (rel,)
+            ).fetchone()
+            if row:
+                known[rel] = (row[0], row[1], row[2])
+            try:
+                st = os.stat(self.root / rel)
+            except FileNotFoundError:
+                if row:
+                    gone.append(rel)
+                continue
+            if _indexable(rel):
+                changed.append((rel, st.st_mtime_ns, st.st_size))
+        stats.scanned = len(wanted)
+        if changed or gone:
+            self._apply(changed, gone, known, stats, force=False)
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    def _apply(
+        self,
+        changed: list[tuple[str, int, int]],
+        gone: list[str],
+        known: dict[str, tuple[int, int, str]],
+        stats: SyncStats,
+        *,
+        force: bool,
+    ) -> None:
+        """Read, parse and store changed files in batches (bounded memory), then deletions."""
+        batch = 1000
+        for start in range(0, len(changed), batch):
+            rows: list[DocRow] = []
+            touched: list[tuple[str, int, int]] = []
+            for rel, mtime_ns, _size in changed[start : start + batch]:
+                try:
+                    raw = (self.root / rel).read_bytes()
+                except (FileNotFoundError, IsADirectoryError, PermissionError):
+                    continue
+                old = known.get(rel)
+                if not force and old is not None and old[2] == hashlib.sha256(raw).hexdigest():
+                    touched.append((rel, mtime_ns, len(raw)))
+                else:
+                    rows.append(analyze(rel, raw, mtime_ns, len(raw)))
+            with self.transaction() as conn:
+                for row in rows:
+                    if self._upsert(conn, row):
+                        stats.added += 1
+                    else:
+                        stats.updated += 1
+                    stats.changed_paths.append(row.path)
+                conn.executemany(
+                    "UPDATE docs SET mtime_ns = ?, size = ? WHERE path = ?",
+                    [(m, s, r) for r, m, s in touched],
+                )
+                stats.touched += len(touched)
+                if rows:
+                    self._bump(conn)
+        if gone:
+            with self.transaction() as conn:
+                for rel in gone:
+                    if self._delete(conn, rel):
+                        stats.removed += 1
+                        stats.changed_paths.append(rel)
+                self._bump(conn)
+
+    def _upsert(self, conn: sqlite3.Connection, row: DocRow) -> bool:
+        """Insert or replace one document; True when it is new."""
+        existing = conn.execute("SELECT id FROM docs WHERE path = ?", (row.path,)).fetchone()
+        values = (
+            row.walk_key,
+            row.hash,
+            row.mtime_ns,
+            row.size,
+            row.fm,
+            int(row.fm_ok),
+            row.title,
+            row.memory_kind,
+            row.type,
+            row.status,
+            row.episode_id,
+            row.thread,
+            row.user,
+            row.created,
+            int(row.hidden),
+            row.zone,
+            row.facts,
+        )
+        if existing:
+            doc_id = int(existing[0])
+            conn.execute(
+                "UPDATE docs SET walk_key=?, hash=?, mtime_ns=?, size=?, fm=?, fm_ok=?, "
+                "title=?, memory_kind=?, type=?, status=?, episode_id=?, thread=?, user=?, "
+                "created=?, hidden=?, zone=?, facts=? WHERE id=?",
+                (*values, doc_id),
+            )
+            conn.execute("DELETE FROM links WHERE src = ?", (doc_id,))
+            conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (doc_id,))
+        else:
+            cur = conn.execute(
+                "INSERT INTO docs(walk_key, hash, mtime_ns, size, fm, fm_ok, title, "
+                "memory_kind, type, status, episode_id, thread, user, created, hidden, zone, "
+                "facts, path) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (*values, row.path),
+            )
+            doc_id = int(cur.lastrowid or 0)
+        conn.execute(
+            "INSERT INTO docs_fts(rowid, title, body) VALUES (?, ?, ?)",
+            (doc_id, row.title, row.body),
+        )
+        if row.links:
+            conn.executemany(
+                "INSERT INTO links(src, kind, target, label) VALUES (?, ?, ?, ?)",
+                [(doc_id, kind, target, label) for kind, target, label in row.links],
+            )
+        return existing is None
+
+    def _delete(self, conn: sqlite3.Connection, rel: str) -> bool:
+        row = conn.execute("SELECT id FROM docs WHERE path = ?", (rel,)).fetchone()
+        if not row:
+            return False
+        doc_id = int(row[0])
+        conn.execute("DELETE FROM links WHERE src = ?", (doc_id,))
+        conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (doc_id,))
+        conn.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
+        return True
+
+    def remove(self, rels: Iterable[str]) -> int:
+        """Drop index rows for paths (used by purge)."""
+        removed = 0
+        with self.transaction() as conn:
+            for rel in rels:
+                removed += int(self._delete(conn, rel))
+            if removed:
+                self._bump(conn)
+        return removed
+
+    def rebuild(self) -> SyncStats:
+        """Drop every derived row and index all files again."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            with suppress(FileNotFoundError):
+                os.unlink(str(self.path) + suffix)
+        return self.sync(full=True)
+
+    # -- verification -----------------------------------------------------------------
+
+    def compare(self) -> Difference:
+        """Compare the index with the files without changing either (for doctor)."""
+        diff = Difference()
+        known = self._known()
+        seen: set[str] = set()
+        for rel, _mtime_ns, _size in scan(self.root):
+            seen.add(rel)
+            try:
+                raw = (self.root / rel).read_bytes()
+            except OSError:
+                continue
+            row = analyze(rel, raw, 0, len(raw))
+            if not row.fm_ok:
+                diff.invalid_yaml.append((rel, row.fm_error or "invalid YAML"))
+            if not row.utf8_ok:
+                diff.invalid_utf8.append(rel)
+            old = known.get(rel)
+            if old is None:
+                diff.missing_in_index.append(rel)
+            elif old[2] != row.hash:
+                diff.stale.append(rel)
+        diff.missing_on_disk = sorted(rel for rel in known if rel not in seen)
+        diff.missing_in_index.sort()
+        diff.stale.sort()
+        diff.invalid_yaml.sort()
+        diff.doc_rows = int(self.conn.execute("SELECT count(*) FROM docs").fetchone()[0])
+        diff.fts_rows = int(self.conn.execute("SELECT count(*) FROM docs_fts").fetchone()[0])
+        return diff
+
+
+def _indexable(rel: str) -> bool:
+    return rel.lower().endswith(".md") and not any(p.startswith(".") for p in rel.split("/"))

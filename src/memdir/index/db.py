@@ -1,0 +1,72 @@
+"""Opening the index database and applying migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from ..errors import ConfigError
+from .schema import MIGRATIONS
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating when needed) the index in WAL mode and migrate it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 60000")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise ConfigError(f"the index at {path} could not switch to WAL mode ({mode})")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute("PRAGMA cache_size = -32000")
+    migrate(conn)
+    return conn
+
+
+def applied_migrations(conn: sqlite3.Connection) -> list[str]:
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply the migrations not yet applied, in order; returns their names."""
+    done = set(applied_migrations(conn))
+    todo = [(name, sql) for name, sql in MIGRATIONS if name not in done]
+    if not todo:
+        return []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
+        applied = []
+        for name, sql in todo:
+            if name in done:
+                continue
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO migrations(name, applied_at) VALUES (?, datetime('now'))", (name,)
+            )
+            applied.append(name)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return applied
+
+
+def _statements(script: str) -> list[str]:
+    parts: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                parts.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        parts.append(buffer.strip())
+    return parts

@@ -1,0 +1,92 @@
+"""The index schema as named, ordered migrations (applied once each, in order)."""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_documents",
+        """
+        CREATE TABLE docs (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            walk_key BLOB NOT NULL,
+            hash TEXT NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            fm TEXT NOT NULL,
+            fm_ok INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            memory_kind TEXT,
+            type TEXT,
+            status TEXT,
+            episode_id TEXT,
+            thread TEXT,
+            user TEXT,
+            created TEXT,
+            hidden INTEGER NOT NULL DEFAULT 0,
+            zone INTEGER NOT NULL DEFAULT 0,
+            facts TEXT NOT NULL
+        );
+        CREATE INDEX docs_walk ON docs(walk_key);
+        CREATE INDEX docs_episode ON docs(episode_id);
+        CREATE INDEX docs_thread ON docs(thread, created);
+        CREATE INDEX docs_user ON docs(user, created);
+        CREATE INDEX docs_type ON docs(type, created);
+        CREATE TABLE links (
+            src INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            target TEXT NOT NULL,
+            label TEXT
+        );
+        CREATE INDEX links_src ON links(src);
+        CREATE INDEX links_target ON links(kind, target);
+        CREATE VIRTUAL TABLE docs_fts USING fts5(
+            title, body, tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """,
+    ),
+    (
+        # chunk vectors, derived (see memdir.vectors)
+        "vectors_0001",
+        """
+        CREATE TABLE chunks (
+            doc_id INTEGER NOT NULL,
+            chunk_no INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            end INTEGER NOT NULL,
+            text_hash TEXT NOT NULL,
+            PRIMARY KEY (doc_id, chunk_no)
+        );
+        CREATE INDEX chunks_hash ON chunks(text_hash);
+        CREATE TABLE vectors (
+            model TEXT NOT NULL,
+            text_hash TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vec BLOB NOT NULL,
+            PRIMARY KEY (model, text_hash)
+        );
+        CREATE TABLE embedded (
+            doc_id INTEGER PRIMARY KEY,
+            hash TEXT NOT NULL,
+            model TEXT NOT NULL
+        );
+        """,
+    ),
+    (
+        "0100_turns",
+        """
+        CREATE INDEX docs_routers ON docs(path)
+            WHERE path = 'index.md' OR path LIKE '%/index.md';
+        CREATE TABLE worklogs (
+            doc_id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL
+        );
+        CREATE VIRTUAL TABLE worklog_fts USING fts5(
+            body, tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        """,
+    ),
+]

@@ -1,0 +1,73 @@
+"""Path rules: confinement to the store, and which files are visible to walks.
+
+Pure functions over strings plus one filesystem check (symlinks), so both the
+store and the index use the same rules.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import UnsafePath
+
+PRIVATE_DIRS = frozenset({".git", ".memdir"})
+HIDDEN_ZONES = ("quarantine/",)
+
+
+def normalize(rel: str) -> str:
+    """Validate a store-relative path given by a user and return it in ``a/b.md`` form.
+
+    Refuses empty paths, absolute paths, ``..``, control characters and the
+    private folders ``.git/`` and ``.memdir/`` at any depth.
+    """
+    if not isinstance(rel, str) or not rel.strip():
+        raise UnsafePath("path is empty")
+    if any(ord(c) < 32 or c == "\x7f" for c in rel):
+        raise UnsafePath(f"path has control characters: {rel!r}")
+    candidate = rel.replace("\\", "/")
+    if candidate.startswith("/") or (len(candidate) > 1 and candidate[1] == ":"):
+        raise UnsafePath(f"absolute paths are not allowed: {rel}")
+    parts = [p for p in candidate.split("/") if p not in ("", ".")]
+    if not parts:
+        raise UnsafePath(f"path names no file: {rel}")
+    for part in parts:
+        if part == "..":
+            raise UnsafePath(f"path leaves the store: {rel}")
+        if part in PRIVATE_DIRS:
+            raise UnsafePath(f"path is inside the private folder {part}/: {rel}")
+    return "/".join(parts)
+
+
+def confine(root: Path, rel: str) -> tuple[str, Path]:
+    """Normalise ``rel`` and resolve it under ``root``; refuse symlinks that lead outside."""
+    norm = normalize(rel)
+    target = root / norm
+    real_root = os.path.realpath(root)
+    # The nearest existing ancestor (or the file itself) must resolve inside the root.
+    probe = target
+    while not os.path.lexists(probe) and probe != root:
+        probe = probe.parent
+    real = os.path.realpath(probe)
+    if real != real_root and not real.startswith(real_root + os.sep):
+        raise UnsafePath(f"path resolves outside the store through a symlink: {rel}")
+    if os.path.islink(target):
+        real_target = os.path.realpath(target)
+        if not real_target.startswith(real_root + os.sep):
+            raise UnsafePath(f"path is a symlink leading outside the store: {rel}")
+        rel_real = os.path.relpath(real_target, real_root).replace(os.sep, "/")
+        normalize(rel_real)
+    return norm, target
+
+
+def is_markdown(rel: str) -> bool:
+    return rel.lower().endswith(".md")
+
+
+def has_dot_component(rel: str) -> bool:
+    return any(part.startswith(".") for part in rel.split("/"))
+
+
+def in_hidden_zone(rel: str) -> bool:
+    """True for files that search and walks never return (quarantine, dot folders)."""
+    return rel.startswith(HIDDEN_ZONES) or has_dot_component(rel)

@@ -1,0 +1,459 @@
+"""The one service object: :class:`Memory`. Every interface (CLI, HTTP, MCP) calls it.
+
+Verbs are grouped in mixins by area, each in its own module; :class:`StoreVerbs`
+here holds the foundation verbs (write, read, search, grep, ls, memory report,
+merge, forget, reindex, doctor). Every verb brings the index in step with the
+files first (:meth:`StoreVerbs.sync`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import coverage, links, provenance
+from .engine.verbs import EngineVerbs
+from .errors import InvalidInput, InvalidQuery, NotFound
+from .index import Difference, Index, SyncStats
+from .index.search import Filters, Hit, bm25
+from .retrieval import RetrievalVerbs
+from .settings import Settings
+from .settings import load as load_settings
+from .store import Store, WriteResult, content_hash, find_root
+from .turns import TurnVerbs
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    path: str
+    content: str
+    etag: str
+    section: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "etag": self.etag,
+            "section": self.section,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True)
+class GrepHit:
+    path: str
+    line: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "text": self.text}
+
+
+@dataclass
+class DoctorReport:
+    difference: Difference
+    ok: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ok = self.difference.in_step
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.difference
+        return {
+            "ok": self.ok,
+            "missing_in_index": d.missing_in_index,
+            "missing_on_disk": d.missing_on_disk,
+            "stale": d.stale,
+            "doc_rows": d.doc_rows,
+            "fts_rows": d.fts_rows,
+            "invalid_yaml": [{"path": p, "error": e} for p, e in d.invalid_yaml],
+            "invalid_utf8": d.invalid_utf8,
+        }
+
+
+def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """``key=value`` filters; values are typed as YAML 1.1 (``yes`` is true, ``42`` a number)."""
+    if not items:
+        return ()
+    pairs: list[tuple[str, Any]] = []
+    source = items.items() if isinstance(items, Mapping) else (_split_where(i) for i in items)
+    for key, raw in source:
+        value = typed_scalar(raw) if isinstance(raw, str) else raw
+        pairs.append((key, int(value) if isinstance(value, bool) else value))
+    return tuple(pairs)
+
+
+def _split_where(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise InvalidInput(f"--where expects key=value, got {item!r}")
+    return key.strip(), value.strip()
+
+
+def typed_scalar(value: str) -> Any:
+    from .frontmatter import parse
+
+    typed = parse(f"---\nv: {value}\n---\n").fm.get("v", value) if value else value
+    return typed if isinstance(typed, str | int | float | bool) else value
+
+
+class StoreVerbs:
+    """The foundation verbs. Needs ``store``, ``index`` and ``settings``."""
+
+    store: Store
+    index: Index
+    settings: Settings
+    _last_sync: float
+    _sync_held: bool
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def sync(self, *, force: bool = False) -> SyncStats:
+        """Bring the index in step with the files (cheap when nothing changed)."""
+        if self._sync_held and not force:
+            return SyncStats()
+        interval = self.settings.store.sync_interval_seconds
+        now = time.monotonic()
+        if not force and interval > 0 and now - self._last_sync < interval:
+            return SyncStats()
+        stats = self.index.sync()
+        self._last_sync = time.monotonic()
+        return stats
+
+    def sync_once(self) -> SyncStats:
+        """Sync now, then make later ``sync()`` calls no-ops (one command = one sync).
+
+        Writes made through memdir still update the index for their own paths.
+        """
+        stats = self.sync(force=True)
+        self._sync_held = True
+        return stats
+
+    def close(self) -> None:
+        """Commit pending git work and close the index."""
+        self.store.commit_pending()
+        self.index.close()
+
+    # -- writing -----------------------------------------------------------------------
+
+    def write(
+        self,
+        path: str,
+        content: str | bytes,
+        *,
+        provenance: str | None = None,
+        actor: str | None = None,
+        message: str | None = None,
+        if_match: str | None = None,
+    ) -> WriteResult:
+        """Write a markdown document atomically; ``provenance`` is ``type:id``."""
+        prov = _parse_provenance(provenance)
+        result = self.store.write_text(
+            path,
+            content,
+            actor=actor,
+            message=message,
+            provenance_value=prov,
+            if_match=if_match,
+        )
+        self.index.sync_paths([result.path])
+        return result
+
+    def merge(
+        self,
+        page: str,
+        *,
+        episode: str | None = None,
+        type: str = "episode",
+        path: str | None = None,
+        note: str | None = None,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Record in ``page``'s ``merged-from`` that it consumed an episode (idempotent)."""
+        kind = (type or "").strip()
+        ident = (episode or "").strip()
+        ep_path = (path or "").strip()
+        if not kind:
+            raise InvalidInput("merge needs a type")
+        if not ident and not ep_path:
+            raise InvalidInput("merge needs an episode id (--episode) or a path (--path)")
+        key = f"{kind.lower()}:{ident}" if ident else f"{kind.lower()}:path:{ep_path}"
+        entry: dict[str, Any] = {"type": kind}
+        if ident:
+            entry["id"] = ident
+        if ep_path:
+            entry["path"] = ep_path
+        entry["date"] = provenance.now_rfc3339()
+        if actor:
+            entry["actor"] = actor
+        if note:
+            entry["note"] = note
+        added = {"value": False}
+
+        def mutate(fm: Any) -> None:
+            current = fm.get("merged-from")
+            items = current if isinstance(current, list) else []
+            for item in items:
+                if isinstance(item, Mapping) and _merge_key(item) == key:
+                    return
+            if isinstance(current, list):
+                current.append(entry)
+            elif current is None:
+                fm["merged-from"] = [entry]
+            else:
+                fm["merged-from"] = [current, entry]
+            added["value"] = True
+
+        self.sync()
+        result = self.store.update_frontmatter(
+            page, mutate, actor=actor, message=f"merge {key} into {page}"
+        )
+        self.index.sync_paths([result.path])
+        return {"page": result.path, "key": key, "added": added["value"], "entry": entry}
+
+    def forget(
+        self,
+        path: str,
+        *,
+        reason: str | None = None,
+        purge: bool = False,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Supersede a document (kept, hidden from retrieval) or purge it entirely."""
+        self.sync()
+        norm, _ = self.store.resolve(path)
+        if purge:
+            self.store.delete(norm, actor=actor, message=f"purge {norm}" + _reason(reason))
+            self.index.remove([norm])
+            return {"path": norm, "purged": True}
+        stamp = provenance.now_rfc3339()
+
+        def mutate(fm: Any) -> None:
+            fm["memory_status"] = "superseded"
+            fm["valid_until"] = stamp
+            if reason:
+                fm["superseded_reason"] = reason
+
+        result = self.store.update_frontmatter(
+            norm, mutate, actor=actor, message=f"forget {norm}" + _reason(reason)
+        )
+        self.index.sync_paths([result.path])
+        return {"path": norm, "purged": False, "memory_status": "superseded", "valid_until": stamp}
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read(self, path: str, *, section: str | None = None) -> ReadResult:
+        """A file's content, or one section of it (by heading)."""
+        norm, _ = self.store.resolve(path)
+        raw = self.store.read_bytes(norm)
+        text = raw.decode("utf-8", errors="replace")
+        etag = f'"{content_hash(raw)[:32]}"'
+        if section is None:
+            return ReadResult(norm, text, etag)
+        from .frontmatter import parse
+
+        found = links.section(parse(text).body, section)
+        if found is None:
+            raise NotFound(f"{norm} has no section {section!r}")
+        return ReadResult(norm, found, etag, section=section)
+
+    def filters(
+        self,
+        *,
+        path_prefix: str | None = None,
+        kind: str | None = None,
+        type: str | None = None,
+        where: Iterable[str] | Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
+    ) -> Filters:
+        return Filters(
+            path_prefix=path_prefix or None,
+            kind=kind or None,
+            type=type or None,
+            where=parse_where(where),
+            include_superseded=include_superseded,
+        )
+
+    def keyword_search(
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
+    ) -> list[Hit]:
+        """BM25 over titles and bodies; any string is a valid query."""
+        self.sync()
+        size = self._limit(limit)
+        return bm25(self.index.conn, query, filters or Filters(), size)
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        path_prefix: str | None = None,
+        kind: str | None = None,
+        type: str | None = None,
+        where: Iterable[str] | Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
+    ) -> list[Hit]:
+        """Search the store; returns pointers (path, title, snippet, score), never bodies."""
+        flt = self.filters(
+            path_prefix=path_prefix,
+            kind=kind,
+            type=type,
+            where=where,
+            include_superseded=include_superseded,
+        )
+        return self.keyword_search(query, limit=limit, filters=flt)
+
+    def _limit(self, limit: int | None) -> int:
+        size = self.settings.search.default_limit if limit is None else limit
+        if size < 1 or size > 1000:
+            raise InvalidInput(f"limit must be between 1 and 1000, got {size}")
+        return size
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        path_prefix: str | None = None,
+        ignore_case: bool = False,
+        limit: int = 200,
+        include_superseded: bool = False,
+    ) -> list[GrepHit]:
+        """Regular-expression search over the visible files, in walk order."""
+        try:
+            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            raise InvalidQuery(f"invalid regular expression {pattern!r}: {exc}") from None
+        self.sync()
+        flt = self.filters(path_prefix=path_prefix, include_superseded=include_superseded)
+        condition, params = flt.sql()
+        rows = self.index.conn.execute(
+            f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
+        )
+        hits: list[GrepHit] = []
+        for (rel,) in rows:
+            try:
+                text = (self.store.root / rel).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for number, line in enumerate(text.splitlines(), start=1):
+                if regex.search(line):
+                    hits.append(GrepHit(rel, number, line))
+                    if len(hits) >= limit:
+                        return hits
+        return hits
+
+    def ls(
+        self, prefix: str | None = None, *, include_superseded: bool = False
+    ) -> list[dict[str, Any]]:
+        """The visible documents under ``prefix``, in walk order."""
+        self.sync()
+        flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
+        condition, params = flt.sql()
+        rows = self.index.conn.execute(
+            "SELECT d.path, d.title, d.type, d.memory_kind, d.size FROM docs d "
+            f"WHERE 1 = 1{condition} ORDER BY d.walk_key",
+            params,
+        )
+        return [dict(row) for row in rows]
+
+    # -- memory report ------------------------------------------------------------------
+
+    def episodes_prefix(self, override: str | None = None) -> str:
+        if override:
+            return coverage.normalize_prefix(override)
+        return coverage.normalize_prefix(self.settings.memory.episodes_path_prefix)
+
+    def memory_report(
+        self, *, episodes_prefix: str | None = None, now: datetime | None = None
+    ) -> coverage.Report:
+        """The KiwiFS-compatible coverage report, computed from the index."""
+        self.sync()
+        prefix = self.episodes_prefix(episodes_prefix)
+        rows = self.index.conn.execute("SELECT facts FROM docs ORDER BY walk_key")
+        facts = [coverage.FileFacts.from_json(row[0]) for row in rows]
+        return coverage.build_report(facts, prefix, now or datetime.now(UTC))
+
+    # -- index maintenance --------------------------------------------------------------
+
+    def reindex(self, *, full: bool = False) -> SyncStats:
+        """Sync the index, or rebuild it from the files with ``full``."""
+        stats = self.index.rebuild() if full else self.index.sync()
+        self._last_sync = time.monotonic()
+        return stats
+
+    def doctor(self) -> DoctorReport:
+        """Compare the index with the files (nothing is changed)."""
+        return DoctorReport(self.index.compare())
+
+
+def _parse_provenance(value: str | None) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    return provenance.parse(value)
+
+
+def _reason(reason: str | None) -> str:
+    return f": {reason}" if reason else ""
+
+
+def _merge_key(item: Mapping[str, Any]) -> str | None:
+    kind = item.get("type")
+    if not isinstance(kind, str) or not kind.strip():
+        return None
+    ident = item.get("id")
+    if isinstance(ident, str) and ident.strip():
+        return f"{kind.strip().lower()}:{ident.strip()}"
+    path = item.get("path")
+    if isinstance(path, str) and path.strip():
+        return f"{kind.strip().lower()}:path:{path.strip()}"
+    return None
+
+
+class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
+    """A memdir store opened for use. Create with :meth:`Memory.open`.
+
+    >>> mem = Memory.open("/path/to/store")          # doctest: +SKIP
+    >>> mem.write("notes/a.md", "# A\\n", provenance="run:1", actor="agent")  # doctest: +SKIP
+    >>> [h.path for h in mem.search("A")]              # doctest: +SKIP
+    """
+
+    def __init__(self, store: Store, index: Index, settings: Settings) -> None:
+        self.store = store
+        self.index = index
+        self.settings = settings
+        self._last_sync = 0.0
+        self._sync_held = False
+
+    @classmethod
+    def open(
+        cls,
+        root: str | Path | None = None,
+        *,
+        settings: Settings | None = None,
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Memory:
+        """Open the store at ``root`` (or found from ``MEMDIR_ROOT`` / the current folder)."""
+        found = find_root(explicit=root)
+        resolved = settings or load_settings(found, overrides)
+        return cls(Store(found, resolved), Index(found), resolved)
+
+    @classmethod
+    def init(cls, directory: str | Path, *, force: bool = False) -> Memory:
+        """Create a store in ``directory`` and open it."""
+        root = Store.init(Path(directory), force=force)
+        return cls.open(root)
+
+    @property
+    def root(self) -> Path:
+        return self.store.root
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

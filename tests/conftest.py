@@ -1,0 +1,49 @@
+"""Shared fixtures: real stores in tmp_path, real git, real SQLite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memdir.service import Memory
+from memdir.store import Store
+
+
+@pytest.fixture
+def store_root(tmp_path: Path) -> Path:
+    """A fresh memdir store (with its git repository)."""
+    return Store.init(tmp_path / "store")
+
+
+@pytest.fixture
+def mem(store_root: Path) -> Iterator[Memory]:
+    memory = Memory.open(store_root)
+    yield memory
+    memory.close()
+
+
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the real `memdir` command in a subprocess."""
+    full_env = dict(os.environ)
+    full_env.pop("MEMDIR_ROOT", None)
+    if env:
+        full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "memdir", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env=full_env,
+        check=False,
+        timeout=120,
+    )

@@ -1,0 +1,61 @@
+"""Layering: dependencies point one way (domain <- storage <- service <- adapters)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "memdir"
+DOMAIN = {"frontmatter", "links", "coverage", "provenance", "paths", "ids", "errors", "settings"}
+FRAMEWORKS = {"click", "fastapi", "starlette", "uvicorn", "mcp", "httpx", "rich"}
+ADAPTERS = {"cli", "http", "mcp"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Top-level memdir modules and third-party packages imported by a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = path.relative_to(SRC).parts[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                parts = base + (node.module.split(".") if node.module else [])
+                if parts:
+                    found.add("memdir." + parts[0])
+                else:
+                    found.update("memdir." + alias.name for alias in node.names)
+            elif node.module:
+                top = node.module.split(".")
+                found.add(".".join(top[:2]) if top[0] == "memdir" else top[0])
+    return found
+
+
+def test_domain_imports_no_framework_and_no_storage() -> None:
+    for name in DOMAIN:
+        found = imports_of(SRC / f"{name}.py")
+        assert not found & FRAMEWORKS, (name, found & FRAMEWORKS)
+        internal = {m.split(".")[1] for m in found if m.startswith("memdir.")}
+        assert internal <= DOMAIN, (name, internal - DOMAIN)
+
+
+def test_adapters_never_import_each_other() -> None:
+    for adapter in ADAPTERS:
+        folder = SRC / adapter
+        if not folder.exists():
+            continue
+        for path in folder.rglob("*.py"):
+            internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
+            others = (ADAPTERS - {adapter}) & internal
+            assert not others, (str(path), others)
+
+
+def test_below_the_adapters_nothing_imports_an_adapter() -> None:
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).parts
+        if rel[0] in ADAPTERS or rel[0] in {"__main__.py", "demo.py"}:
+            continue
+        internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
+        assert not internal & ADAPTERS, (str(path), internal & ADAPTERS)

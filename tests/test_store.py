@@ -1,0 +1,191 @@
+"""The store: layout, confinement, atomic writes with provenance, git history, locking."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from memdir import frontmatter
+from memdir.errors import (
+    InvalidDocument,
+    InvalidProvenance,
+    PreconditionFailed,
+    StoreExists,
+    StoreNotFound,
+    TooLarge,
+    UnsafePath,
+)
+from memdir.service import Memory
+from memdir.store import Store, find_root
+
+
+def git_log(root: Path, fmt: str = "%an|%s") -> list[str]:
+    out = subprocess.run(
+        ["git", "-C", str(root), "log", f"--format={fmt}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.splitlines()
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file()
+        and ".git" not in p.parts
+        and "index.db" not in p.name
+        and not p.name.endswith(".lock")
+    }
+
+
+def test_init_creates_layout_and_first_commit(store_root: Path) -> None:
+    for folder in ("inbox", "quarantine", "episodes/turns", "wiki", "evals", ".memdir"):
+        assert (store_root / folder).is_dir(), folder
+    for name in ("HARNESS.md", "PROGRAM.md", "index.md", ".memdir/config.toml", ".gitignore"):
+        assert (store_root / name).is_file(), name
+    assert "index.db" in (store_root / ".gitignore").read_text()
+    assert len((store_root / "HARNESS.md").read_text()) > 200
+    assert git_log(store_root) == ["memdir|memdir init"]
+
+
+def test_init_refuses_existing_store_and_force_never_clobbers(store_root: Path) -> None:
+    (store_root / "PROGRAM.md").write_text("# mine\n")
+    (store_root / "inbox" / ".gitkeep").unlink(missing_ok=True)
+    with pytest.raises(StoreExists):
+        Store.init(store_root)
+    Store.init(store_root, force=True)
+    assert (store_root / "PROGRAM.md").read_text() == "# mine\n"
+
+
+def test_find_root_walks_up_and_honours_explicit(store_root: Path, tmp_path: Path) -> None:
+    deep = store_root / "wiki" / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find_root(start=deep) == store_root
+    with pytest.raises(StoreNotFound, match="does not exist"):
+        find_root(explicit=tmp_path / "nope")
+    with pytest.raises(StoreNotFound, match="no memdir store"):
+        find_root(start=tmp_path)
+
+
+def test_write_appends_provenance_like_kiwifs(mem: Memory) -> None:
+    doc = "---\ntitle: Deploys\nid: '42'\ncustom: keep\n---\n# Deploys\n\nbody text\n"
+    result = mem.write("wiki/ops/deploys.md", doc, provenance=" run : abc:1 ", actor="planner")
+    text = (mem.root / result.path).read_text()
+    fm = frontmatter.parse(text).fm
+    assert list(fm)[:3] == ["title", "id", "custom"]
+    assert fm["id"] == "42"
+    entry = fm["derived-from"][0]
+    assert (entry["type"], entry["id"], entry["actor"]) == ("run", "abc:1", "planner")
+    assert entry["date"].endswith("Z") and entry["date"][:2] == "20"
+    assert text.endswith("# Deploys\n\nbody text\n")
+    mem.write("wiki/ops/deploys.md", text, provenance="session:s1")
+    fm2 = frontmatter.parse((mem.root / result.path).read_text()).fm
+    assert [e["id"] for e in fm2["derived-from"]] == ["abc:1", "s1"]
+    assert fm2["derived-from"][1]["actor"] == "anonymous"
+
+
+@pytest.mark.parametrize("value", ["runid", "run:", ":x", " : ", ""])
+def test_malformed_provenance_is_refused_and_nothing_written(mem: Memory, value: str) -> None:
+    before = snapshot(mem.root)
+    with pytest.raises(InvalidProvenance):
+        mem.write("notes/a.md", "# a\n", provenance=value)
+    assert snapshot(mem.root) == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.md",
+        "/etc/passwd.md",
+        "a/../../x.md",
+        ".git/config.md",
+        ".memdir/x.md",
+        "notes/.git/x.md",
+        "",
+        "a\x00b.md",
+    ],
+)
+def test_unsafe_paths_are_refused(mem: Memory, path: str) -> None:
+    before = snapshot(mem.root)
+    with pytest.raises(UnsafePath):
+        mem.write(path, "# x\n")
+    assert snapshot(mem.root) == before
+
+
+def test_symlink_leading_outside_is_refused(mem: Memory, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, mem.root / "wiki" / "escape")
+    os.symlink(tmp_path / "target.md", mem.root / "wiki" / "file.md")
+    with pytest.raises(UnsafePath):
+        mem.write("wiki/escape/x.md", "# x\n")
+    with pytest.raises(UnsafePath):
+        mem.write("wiki/file.md", "# x\n")
+    assert list(outside.iterdir()) == []
+    assert not (tmp_path / "target.md").exists()
+
+
+def test_bad_content_is_refused(store_root: Path) -> None:
+    mem = Memory.open(store_root, overrides={"store": {"max_file_bytes": 100}})
+    before = snapshot(store_root)
+    with pytest.raises(InvalidDocument, match="UTF-8"):
+        mem.write("a.md", b"\xff\xfe bad")
+    with pytest.raises(TooLarge):
+        mem.write("a.md", "x" * 101)
+    with pytest.raises(InvalidDocument, match="markdown"):
+        mem.write("a.txt", "hello")
+    with pytest.raises(InvalidDocument):
+        mem.write("a.md", "---\ntitle: [unclosed\n---\nbody\n")
+    assert snapshot(store_root) == before
+    mem.close()
+
+
+def test_each_write_is_a_commit_by_its_actor(mem: Memory) -> None:
+    mem.write("notes/a.md", "# a\n", actor="alice")
+    mem.write("notes/b.md", "# b\n", actor="bob", message="add b")
+    log = git_log(mem.root)
+    assert log[:2] == ["bob|add b", "alice|write notes/a.md"]
+    status = subprocess.run(
+        ["git", "-C", str(mem.root), "status", "--porcelain"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert status.stdout.strip() == ""
+
+
+def test_batched_commits_share_one_commit_and_lose_none(store_root: Path) -> None:
+    mem = Memory.open(store_root, overrides={"store": {"git_batch_seconds": 5.0}})
+    for i in range(20):
+        mem.write(f"notes/n{i}.md", f"# n{i}\n", actor="burst")
+    mem.close()  # flushes the queue
+    log = git_log(store_root)
+    assert len(log) == 2 and log[0].startswith("burst|20 changes")
+    files = subprocess.run(
+        ["git", "-C", str(store_root), "ls-files", "notes"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    assert len(files) == 20
+
+
+def test_if_match_detects_a_stale_etag(mem: Memory) -> None:
+    first = mem.write("notes/a.md", "# a\n")
+    second = mem.write("notes/a.md", "# a2\n", if_match=first.etag)
+    with pytest.raises(PreconditionFailed):
+        mem.write("notes/a.md", "# a3\n", if_match=first.etag)
+    assert (mem.root / "notes/a.md").read_text() == "# a2\n"
+    assert mem.read("notes/a.md").etag == second.etag
+
+
+def test_git_can_be_turned_off(store_root: Path) -> None:
+    mem = Memory.open(store_root, overrides={"store": {"git_commit": False}})
+    mem.write("notes/a.md", "# a\n")
+    mem.close()
+    assert len(git_log(store_root)) == 1
