@@ -6,8 +6,8 @@ and runs on an index), so its cost does not grow with the store:
 1. ``SNAPSHOT.md`` when it exists (required: a budget too small for it is an error);
 2. the routers (``index.md`` files), top first;
 3. the latest turns of the thread;
-4. recent turns of the same user in other threads (among the user's 200 latest);
-5. turns matching the keywords (BM25 over the 200 most recent matches);
+4. recent turns of the same user in other threads (among the user's 50 latest);
+5. turns matching the keywords (BM25 over the 100 most recent matches);
 6. the recent DAG ancestors of the thread's latest turn: the nearest ones with
    their compact section, older ones as input and output only.
 
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from .turns import TurnVerbs
 
 SNAPSHOT = "SNAPSHOT.md"
-RECENT_WINDOW = 200
+USER_WINDOW = 50
+KEYWORD_WINDOW = 100
 ROUTER_WHERE = "(path = 'index.md' OR path LIKE '%/index.md')"
 
 
@@ -271,7 +272,7 @@ def build_pack(
         rows = conn.execute(
             f"SELECT {_TURN_COLS} FROM docs d WHERE d.user = ? AND +d.type = 'turn' "
             "AND d.hidden = 0 AND d.zone = 0 ORDER BY d.created DESC LIMIT ?",
-            (user, RECENT_WINDOW),
+            (user, USER_WINDOW),
         ).fetchall()
         others = [r for r in _newest(rows) if r["thread"] != thread]
         for row in others[: max(cfg.context_user_turns, 0)]:
@@ -291,7 +292,7 @@ def build_pack(
                 "FROM docs_fts JOIN docs d ON d.id = docs_fts.rowid "
                 "WHERE docs_fts MATCH ? AND d.type = 'turn' AND d.hidden = 0 AND d.zone = 0 "
                 "ORDER BY docs_fts.rowid DESC LIMIT ?",
-                (match, RECENT_WINDOW),
+                (match, KEYWORD_WINDOW),
             ).fetchall()
             ranked = sorted(rows, key=lambda r: (r["score"], r["episode_id"] or ""))
             for row in ranked[: cfg.context_keyword_turns]:
