@@ -167,6 +167,10 @@ class Store:
                 continue
             atomic_write(target, text.encode("utf-8"))
             created.append(rel)
+        from . import harness
+
+        if harness.pinned(root) is None:
+            harness.pin(root, harness.load(root).sha256)
         if git and shutil.which("git"):
             if not (root / ".git").exists():
                 run_git(root, "init", "-q", "-b", "main")
