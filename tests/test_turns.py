@@ -7,6 +7,7 @@ import multiprocessing
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -21,9 +22,9 @@ from memdir.turns import parse_turn, turn_path, worklog_path
 NO_GIT = {"store": {"git_commit": False}}
 
 
-def run_cli(*args: str, stdin: bytes | None = None) -> SimpleNamespace:
+def run_cli(*args: str, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Any:
     """The CLI in process (click's runner): exit code, stdout and stderr as bytes."""
-    res = CliRunner().invoke(cli, list(args), input=stdin)
+    res = CliRunner().invoke(cli, list(args), input=stdin, env=env)
     return SimpleNamespace(
         returncode=res.exit_code, stdout=res.stdout_bytes, stderr=res.stderr_bytes
     )
@@ -290,3 +291,21 @@ def test_recursive_query_and_breadth_first_walk_agree(tmem: Memory) -> None:
     # a tiny cap forces the fallback: same answer
     deep = tmem._walk(ids[-1], 50, 1, up=True)
     assert deep == tmem._walk_bfs(ids[-1], 50, 1, up=True)
+
+
+def test_cli_search_include_worklog(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        rec = mem.record_turn(
+            thread="t",
+            input="check the build",
+            output="fine",
+            worklog=[{"tool": "read", "result": "quokka"}, {"tool": "make", "result": "ok"}],
+        )
+    env = {"MEMDIR_EMBEDDINGS_ENABLED": "false"}
+    plain = run_cli("--root", str(root), "search", "quokka", "--json", env=env)
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout) == []
+    found = run_cli("--root", str(root), "search", "quokka", "--include-worklog", "--json", env=env)
+    hits = json.loads(found.stdout)
+    assert [(h["path"], h["type"]) for h in hits] == [(rec.worklog_path, "worklog")]

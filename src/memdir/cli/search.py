@@ -15,6 +15,9 @@ from .context import echo_json, memory, root_flag
 @click.option("--type", "type_", help="Only this frontmatter type.")
 @click.option("--where", multiple=True, help="Frontmatter filter key=value (repeatable).")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded documents.")
+@click.option(
+    "--include-worklog", is_flag=True, help="Also search turn work logs (listed after documents)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @root_flag
 @click.pass_context
@@ -27,6 +30,7 @@ def search_cmd(
     type_: str | None,
     where: tuple[str, ...],
     include_superseded: bool,
+    include_worklog: bool,
     as_json: bool,
     root: str | None,
 ) -> None:
@@ -46,6 +50,9 @@ def search_cmd(
             where=list(where),
             include_superseded=include_superseded,
         )
+        if include_worklog:
+            size = limit or mem.settings.search.default_limit
+            hits += mem.search_worklogs(query, limit=size)
     if as_json:
         echo_json([hit.to_dict() for hit in hits])
         return
