@@ -83,10 +83,11 @@ def create_app(memory: Memory, *, mcp: bool = True, require_auth: bool | None = 
 
 
 class MCPMount:
-    """MCP over streamable HTTP at ``/mcp``, loaded in the background.
+    """MCP over streamable HTTP at ``/mcp``, loaded after start-up.
 
-    The JSON API answers as soon as the server listens; the MCP SDK (slower to
-    import) loads meanwhile, and ``/mcp`` requests that arrive first wait for it.
+    The JSON API answers as soon as the server listens. The MCP SDK (slower to
+    import) loads on the first ``/mcp`` request, or a few seconds after start if
+    none came, in a worker thread; ``/mcp`` requests wait for it.
     """
 
     def __init__(self, memory: Memory, registry: TokenRegistry, max_body_bytes: int) -> None:
@@ -95,6 +96,8 @@ class MCPMount:
         self.max_body_bytes = max_body_bytes
         self.ready = anyio.Event()
         self.stop = anyio.Event()
+        self.wanted = anyio.Event()
+        self.preload_after_seconds = 5.0
         self.app: Any = None
         self.error: str | None = None
 
@@ -111,6 +114,8 @@ class MCPMount:
         return server
 
     async def serve(self) -> None:
+        with anyio.move_on_after(self.preload_after_seconds):
+            await self.wanted.wait()
         try:
             server = await anyio.to_thread.run_sync(self._build)
         except Exception as exc:
@@ -129,6 +134,7 @@ class MCPMount:
             await self.stop.wait()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.wanted.set()
         with anyio.move_on_after(30):
             await self.ready.wait()
         if self.app is None:
