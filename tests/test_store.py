@@ -189,3 +189,13 @@ def test_git_can_be_turned_off(store_root: Path) -> None:
     mem.write("notes/a.md", "# a\n")
     mem.close()
     assert len(git_log(store_root)) == 1
+
+
+def test_purging_a_file_git_never_saw(store_root: Path) -> None:
+    mem = Memory.open(store_root, overrides={"store": {"git_commit": False}})
+    mem.write("notes/tmp.md", "# tmp\n")
+    mem.close()
+    with Memory.open(store_root) as mem2:
+        result = mem2.forget("notes/tmp.md", purge=True)
+    assert result["purged"] is True and not (store_root / "notes/tmp.md").exists()
+    assert git_log(store_root) == ["memdir|memdir init"]  # git never knew it: nothing to record

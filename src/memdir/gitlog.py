@@ -102,9 +102,15 @@ class GitLog:
                 self._commit(sorted(paths), actor, messages)
 
     def _commit(self, paths: list[str], actor: str, messages: list[str]) -> None:
-        # Stage in chunks so a large batch never exceeds the argument limit.
-        for start in range(0, len(paths), 500):
-            run_git(self.root, "add", "-A", "--", *paths[start : start + 500], actor=actor)
+        # Stage in chunks so a large batch never exceeds the argument limit. A path that is
+        # gone from disk is removed from the git index (and ignored if git never knew it).
+        present = [p for p in paths if os.path.lexists(self.root / p)]
+        missing = [p for p in paths if p not in set(present)]
+        for start in range(0, len(present), 500):
+            run_git(self.root, "add", "-A", "--", *present[start : start + 500], actor=actor)
+        for start in range(0, len(missing), 500):
+            chunk = missing[start : start + 500]
+            run_git(self.root, "rm", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
         if len(messages) == 1:
             message = messages[0]
         else:
