@@ -194,3 +194,19 @@ def test_cli_context(world: tuple[Memory, dict[str, str]]) -> None:
     small = run_cli("--root", str(mem.root), "context", "--thread", "t1", "--budget", "10")
     assert small.returncode == 2
     assert "below what the snapshot alone needs" in small.stderr.decode()
+
+
+def test_keyword_turns_rank_rare_and_many_matches_first(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    overrides = {**NO_GIT, "turns": {"context_keyword_turns": 2, "context_thread_turns": 0}}
+    with Memory.open(root, overrides=overrides) as mem:
+        both = mem.record_turn(thread="a", input="deploy failed on the walrus cluster")
+        for i in range(4):
+            mem.record_turn(thread="b", input=f"deploy number {i}")
+        rare = mem.record_turn(thread="c", input="walrus sighting")
+        newest = mem.record_turn(thread="d", input="deploy again")
+        pack = mem.context(thread="zzz", keywords=["deploy", "walrus"], budget=3000)
+        got = [i.ref for i in pack.items if i.kind == "turn"]
+        # two keywords beat one; the rare keyword beats the common one; then newest first
+        assert got == [both.id, rare.id]
+        assert newest.id not in got

@@ -7,7 +7,8 @@ and runs on an index), so its cost does not grow with the store:
 2. the routers (``index.md`` files), top first;
 3. the latest turns of the thread;
 4. recent turns of the same user in other threads (among the user's 50 latest);
-5. turns matching the keywords (BM25 over the 100 most recent matches);
+5. turns matching the keywords: the 100 most recent matches, ranked with BM25 term
+   weights (IDF over those 100, presence only), then newest first;
 6. the recent DAG ancestors of the thread's latest turn: the nearest ones with
    their compact section, older ones as input and output only.
 
@@ -20,6 +21,7 @@ same pack.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -278,25 +280,10 @@ def build_pack(
         for row in others[: max(cfg.context_user_turns, 0)]:
             b.offer_turn(row, f"recent turn of user {user} in thread {row['thread']}", "full")
 
-    # 5. turns matching the keywords (BM25 among the most recent matches).
+    # 5. turns matching the keywords, among the most recent matches.
     if kws and cfg.context_keyword_turns > 0:
-        from .index.search import fts_query
-
-        try:
-            match = fts_query(" ".join(kws))
-        except InvalidQuery:
-            match = ""
-        if match:
-            rows = conn.execute(
-                f"SELECT {_TURN_COLS}, bm25(docs_fts, 3.0, 1.0) AS score "
-                "FROM docs_fts JOIN docs d ON d.id = docs_fts.rowid "
-                "WHERE docs_fts MATCH ? AND d.type = 'turn' AND d.hidden = 0 AND d.zone = 0 "
-                "ORDER BY docs_fts.rowid DESC LIMIT ?",
-                (match, KEYWORD_WINDOW),
-            ).fetchall()
-            ranked = sorted(rows, key=lambda r: (r["score"], r["episode_id"] or ""))
-            for row in ranked[: cfg.context_keyword_turns]:
-                b.offer_turn(row, "matches keywords " + ", ".join(kws), "full")
+        for row in _keyword_turns(conn, kws, cfg.context_keyword_turns):
+            b.offer_turn(row, "matches keywords " + ", ".join(kws), "full")
 
     # 6. recent DAG ancestors of the thread's latest turn.
     if thread_rows and cfg.context_ancestors > 0 and is_turn_id(thread_rows[0]["episode_id"]):
@@ -349,3 +336,58 @@ def build_pack(
         tokens=total,
         omitted=b.omitted,
     )
+
+
+def _keyword_turns(conn: sqlite3.Connection, kws: Sequence[str], count: int) -> list[Any]:
+    """The best ``count`` of the ``KEYWORD_WINDOW`` most recent turns matching any keyword.
+
+    Ranked with BM25 term weights whose IDF is taken over that window (presence only),
+    then newest first. FTS5's own bm25() reads every match of every term to weigh it,
+    which grows with the store; reading rows newest first and stopping does not.
+    """
+    from .index.search import fts_query
+
+    terms: list[str] = []
+    for kw in kws:
+        try:
+            terms.append("(" + fts_query(kw) + ")")
+        except InvalidQuery:
+            continue
+    if not terms:
+        return []
+    visible = "+d.type = 'turn' AND d.hidden = 0 AND d.zone = 0"
+    cands = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT f.rowid FROM docs_fts f JOIN docs d ON d.id = f.rowid "
+            f"WHERE docs_fts MATCH ? AND {visible} ORDER BY f.rowid DESC LIMIT ?",
+            (" OR ".join(terms), KEYWORD_WINDOW),
+        )
+    ]
+    if not cands:
+        return []
+    window = set(cands)
+    low = min(cands)
+    weight: dict[int, float] = {}
+    for term in terms:
+        # Every match of a term at or above ``low`` is an OR match too, so at most the window.
+        found = {
+            int(r[0])
+            for r in conn.execute(
+                "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? AND rowid >= ?", (term, low)
+            )
+        } & window
+        if not found:
+            continue
+        idf = math.log(1 + (len(cands) - len(found) + 0.5) / (len(found) + 0.5))
+        for rowid in found:
+            weight[rowid] = weight.get(rowid, 0.0) + idf
+    best = sorted(cands, key=lambda r: (-round(weight.get(r, 0.0), 9), -r))[:count]
+    marks = ",".join("?" * len(best))
+    rows = {
+        int(r["id"]): r
+        for r in conn.execute(
+            f"SELECT d.id, {_TURN_COLS} FROM docs d WHERE d.id IN ({marks})", best
+        )
+    }
+    return [rows[r] for r in best if r in rows]
