@@ -131,7 +131,7 @@ WORDS = ["deploy", "kubernetes", "billing", "refund", "login", "cache", "## Outp
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     seed=st.integers(0, 10_000),

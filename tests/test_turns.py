@@ -186,18 +186,18 @@ def _writer(root: str, n: int, tag: str) -> None:
 def test_concurrent_writer_processes_lose_nothing(tmp_path: Path) -> None:
     root = Store.init(tmp_path / "s", git=False)
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(str(root), 15, str(k))) for k in range(4)]
+    procs = [ctx.Process(target=_writer, args=(str(root), 10, str(k))) for k in range(4)]
     for p in procs:
         p.start()
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
     files = [f for f in _turn_files(root) if f.endswith(".md")]
-    assert len(files) == 60 and len(set(files)) == 60
+    assert len(files) == 40 and len(set(files)) == 40
     with Memory.open(root, overrides=NO_GIT) as mem:
         mem.sync(force=True)
         for k in range(4):
-            assert len(mem.thread(f"w-{k}", last=100)) == 15
+            assert len(mem.thread(f"w-{k}", last=100)) == 10
 
 
 def test_cli_record_show_and_walk(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ def test_render_has_the_design_fields_and_sections() -> None:
     assert "How do I deploy?" in body and "Run make deploy." in body
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(TRICKY, TRICKY)
 def test_input_and_output_round_trip_exactly(inp: str, out: str) -> None:
     rec = _record(input=inp, output=out)
