@@ -32,7 +32,7 @@ class Specs:
         """Register article writer factories."""
 
 
-_DEFAULT_PLUGIN_MODULES: list[str] = ["memdir.embeddings"]
+_DEFAULT_PLUGIN_MODULES: list[str] = ["memdir.embeddings", "memdir.compact"]
 _manager: pluggy.PluginManager | None = None
 
 
