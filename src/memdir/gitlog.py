@@ -15,11 +15,13 @@ import os
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from .errors import GitError
 from .locks import FileLock
 
+MAX_DELAY_FACTOR = 10
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
 
 
@@ -61,7 +63,9 @@ class GitLog:
         self._lock = FileLock(root / ".memdir" / "git.lock", timeout=lock_timeout)
         self._pending: dict[str, tuple[set[str], list[str]]] = {}
         self._mutex = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._waiter: threading.Thread | None = None
+        self._deadline = 0.0
+        self._first = 0.0
         self._registered = False
 
     @property
@@ -80,32 +84,53 @@ class GitLog:
                 atexit.register(self.flush)
                 self._registered = True
             if self.batch_seconds > 0:
-                if self._timer is not None:
-                    self._timer.cancel()
-                self._timer = threading.Timer(self.batch_seconds, self.flush)
-                self._timer.daemon = True
-                self._timer.start()
+                # One waiter thread per quiet period: each write pushes the deadline back,
+                # but never more than MAX_DELAY_FACTOR periods after the first queued write.
+                now = time.monotonic()
+                if self._waiter is None:
+                    self._first = now
+                cap = self._first + self.batch_seconds * MAX_DELAY_FACTOR
+                self._deadline = min(now + self.batch_seconds, cap)
+                if self._waiter is None:
+                    self._waiter = threading.Thread(target=self._wait_then_flush, daemon=True)
+                    self._waiter.start()
                 return
+        self.flush()
+
+    def _wait_then_flush(self) -> None:
+        while True:
+            with self._mutex:
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    self._waiter = None
+                    break
+            time.sleep(left)
         self.flush()
 
     def flush(self) -> None:
         """Commit everything queued (one commit per actor)."""
         with self._mutex:
             pending, self._pending = self._pending, {}
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
         if not pending:
             return
         with self._lock.hold():
             for actor, (paths, messages) in pending.items():
                 self._commit(sorted(paths), actor, messages)
 
+    def commit_now(self, paths: list[str], actor: str, message: str) -> None:
+        """Commit these paths at once, in one commit, after anything already queued."""
+        if not self.enabled or not paths:
+            return
+        self.flush()
+        with self._lock.hold():
+            self._commit(sorted(set(paths)), actor, [message])
+
     def _commit(self, paths: list[str], actor: str, messages: list[str]) -> None:
         # Stage in chunks so a large batch never exceeds the argument limit. A path that is
         # gone from disk is removed from the git index (and ignored if git never knew it).
         present = [p for p in paths if os.path.lexists(self.root / p)]
-        missing = [p for p in paths if p not in set(present)]
+        seen = set(present)
+        missing = [p for p in paths if p not in seen]
         for start in range(0, len(present), 500):
             run_git(self.root, "add", "-A", "--", *present[start : start + 500], actor=actor)
         for start in range(0, len(missing), 500):

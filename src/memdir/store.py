@@ -27,6 +27,7 @@ from .locks import FileLock
 from .settings import Settings, config_path, default_config_toml
 
 ROOT_ENV = "MEMDIR_ROOT"
+LOCK_STRIPES = 64
 STORE_FOLDERS = (
     "inbox",
     "quarantine",
@@ -43,6 +44,7 @@ GITIGNORE = """\
 .memdir/index.db-*
 .memdir/vectors/
 .memdir/*.lock
+.memdir/locks/
 .memdir/cache/
 """
 
@@ -128,6 +130,10 @@ class Store:
         self.settings = settings
         timeout = settings.store.lock_timeout_seconds
         self._lock = FileLock(root / ".memdir" / "write.lock", timeout=timeout)
+        self._stripes = [
+            FileLock(root / ".memdir" / "locks" / f"{n:02d}.lock", timeout=timeout)
+            for n in range(LOCK_STRIPES)
+        ]
         self.git = GitLog(root, settings.store.git_batch_seconds, lock_timeout=timeout * 2)
 
     # -- creation ---------------------------------------------------------------
@@ -203,9 +209,15 @@ class Store:
             raise InvalidDocument(f"{rel} is not valid UTF-8: {exc}") from None
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
-        """The store-wide write lock (threads and processes)."""
-        with self._lock.hold():
+    def lock(self, rel: str | None = None) -> Iterator[None]:
+        """Without ``rel``: the store-wide lock, held alone. With ``rel``: the lock of that
+        path (writers of other paths go on in parallel; whole-store holders wait)."""
+        if rel is None:
+            with self._lock.hold():
+                yield
+            return
+        stripe = self._stripes[int(hashlib.sha1(rel.encode()).hexdigest()[:8], 16) % LOCK_STRIPES]
+        with self._lock.hold(shared=True), stripe.hold():
             yield
 
     # -- writes ------------------------------------------------------------------
@@ -253,7 +265,7 @@ class Store:
                 entry = provenance.derived_entry(*provenance_value, actor_name)
                 text = frontmatter.edit(text, lambda fm: _append_list(fm, "derived-from", entry))
                 raw = self._check_content(norm, text)
-        with self.lock():
+        with self.lock(norm):
             existed = target.is_file()
             if if_match is not None:
                 self._check_etag(norm, target, if_match)
@@ -286,7 +298,7 @@ class Store:
         """Read-modify-write of a document's frontmatter under the lock; the body is kept."""
         norm, target = self.resolve(rel)
         actor_name = (actor or "").strip() or "anonymous"
-        with self.lock():
+        with self.lock(norm):
             if not target.is_file():
                 raise NotFound(f"no such file in the store: {norm}")
             text = self.read_text(norm)
@@ -301,7 +313,7 @@ class Store:
 
     def delete(self, rel: str, *, actor: str | None = None, message: str | None = None) -> str:
         norm, target = self.resolve(rel)
-        with self.lock():
+        with self.lock(norm):
             if not target.is_file():
                 raise NotFound(f"no such file in the store: {norm}")
             target.unlink()

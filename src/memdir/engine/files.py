@@ -43,14 +43,7 @@ class Batch:
             return False
         if not (self.store.root / ".git").exists():
             return False
-        from ..gitlog import run_git
-
-        self.store.commit_pending()
-        paths = sorted(set(self.paths))
-        run_git(self.store.root, "add", "-A", "--", *paths, actor=actor, check=False)
-        run_git(
-            self.store.root, "commit", "-q", "--no-verify", "-m", message, actor=actor, check=False
-        )
+        self.store.git.commit_now(self.paths, actor, message)
         self.paths = []
         return True
 
