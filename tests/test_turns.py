@@ -309,3 +309,14 @@ def test_cli_search_include_worklog(tmp_path: Path) -> None:
     found = run_cli("--root", str(root), "search", "quokka", "--include-worklog", "--json", env=env)
     hits = json.loads(found.stdout)
     assert [(h["path"], h["type"]) for h in hits] == [(rec.worklog_path, "worklog")]
+
+
+def test_compactor_failure_is_recorded_in_the_record(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    overrides = {**NO_GIT, "turns": {"compactor": "llm"}, "llm": {"base_url": "", "model": ""}}
+    with Memory.open(root, overrides=overrides) as mem:
+        rec = mem.record_turn(thread="t", input="x", worklog=[{"tool": "grep", "result": "1"}])
+        back = mem.turn_show(rec.id)
+    assert back.extra["compactor"] == "default"
+    assert "base_url and model are not set" in back.extra["compact_error"]
+    assert "Tools (1 calls): grep" in back.compact
