@@ -216,10 +216,13 @@ def _id_at(ms: int) -> str:
     return "".join(_ALPHABET[(value >> (5 * i)) & 31] for i in range(25, -1, -1))
 
 
-def open_memory(root: Path, overrides: Mapping[str, Mapping[str, Any]]) -> Any:
+def open_memory(
+    root: Path, overrides: Mapping[str, Mapping[str, Any]], *, fresh: bool = True
+) -> Any:
     from memdir.service import Memory
 
-    Memory.init(root).close()
+    if fresh:
+        Memory.init(root).close()
     base = {"store": {"git_commit": False}}
     merged = {**base, **{k: dict(v) for k, v in overrides.items()}}
     merged["store"] = {**base["store"], **merged.get("store", {})}
@@ -331,6 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a setting override, e.g. search.neighbour_boost=0.5 (repeatable)",
     )
     parser.add_argument("--keep", type=Path, help="keep the stores under this folder")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: reuse stores ingested by an earlier run (vectors are cached by text)",
+    )
     args = parser.parse_args(argv)
 
     overrides: dict[str, dict[str, Any]] = {}
@@ -347,12 +355,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for conv in convs:
             root = workdir / conv.sample_id
-            if root.exists():
+            saved = root / ".memdir" / "locomo-paths.json"
+            reuse = args.reuse and saved.is_file()
+            if root.exists() and not reuse:
                 shutil.rmtree(root)
-            mem = open_memory(root, overrides)
+            mem = open_memory(root, overrides, fresh=not reuse)
             try:
                 t0 = time.perf_counter()
-                paths = ingest(mem, conv)
+                if reuse:
+                    paths = json.loads(saved.read_text(encoding="utf-8"))
+                else:
+                    paths = ingest(mem, conv)
+                    saved.write_text(json.dumps(paths), encoding="utf-8")
                 t1 = time.perf_counter()
                 if args.mode != "bm25":
                     mem.embed()

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .errors import InvalidInput, InvalidQuery, MissingExtra, ProviderError
 from .fusion import Fused, add_boost, rrf
-from .index.search import Filters, Hit, bm25, words
+from .index.search import Filters, Hit, bm25, fts_query, words
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -191,9 +191,7 @@ class RetrievalVerbs:
     def _hybrid_hits(self, query: str, size: int, flt: Filters) -> list[Hit]:
         opts = self.settings.search
         depth = max(opts.candidates, size * 2)
-        lexical = bm25(self.index.conn, query, flt, depth)
-        ids = self._ids_for([h.path for h in lexical])
-        lexical_ids = [ids[h.path] for h in lexical if h.path in ids]
+        lexical_ids = self._lexical_ids(query, flt, depth)
         found = self.vector_index().search_vector(
             self._query_vector(query), limit=depth, filters=flt
         )
@@ -204,6 +202,11 @@ class RetrievalVerbs:
         )
         if opts.thread_boost > 0:
             fused = self._thread_boost(fused, opts.thread_boost)
+        thread_ranks: dict[int, int] = {}
+        if opts.thread_weight > 0:
+            fused, thread_ranks = self._thread_match(query, fused, opts.thread_weight, depth)
+        if opts.date_boost > 0:
+            fused = self._date_boost(query, fused, opts.date_boost, opts.date_scale_days)
         if opts.neighbour_boost > 0:
             fused = self._neighbour_boost(fused, opts.neighbour_boost, flt)
         top = fused[:size]
@@ -220,11 +223,98 @@ class RetrievalVerbs:
                 why[f"{name}_rank"] = rank
             if item.key in vscore:
                 why["vector_score"] = round(vscore[item.key], 4)
+            if item.key in thread_ranks:
+                why["thread_rank"] = thread_ranks[item.key]
             for name, value in item.boosts.items():
                 why[f"{name}_boost"] = round(value, 5)
             hit.why = why
             out.append(hit)
         return out
+
+    def _lexical_ids(self, query: str, flt: Filters, depth: int) -> list[int]:
+        """The BM25 side of hybrid search, best first.
+
+        Over the passages (title x3, what the document says x1, what the previous
+        document of its thread says x ``search.previous_weight``): a reply is often
+        found by the words of the question it answers. Superseded documents have no
+        passage, so ``include_superseded`` falls back to the plain document BM25.
+        """
+        from .vectors import has_passages
+
+        conn = self.index.conn
+        if flt.include_superseded or not has_passages(conn):
+            lexical = bm25(conn, query, flt, depth)
+            ids = self._ids_for([h.path for h in lexical])
+            return [ids[h.path] for h in lexical if h.path in ids]
+        condition, params = flt.sql("d")
+        weight = float(self.settings.search.previous_weight)
+        rows = conn.execute(
+            "SELECT p.rowid FROM passages_fts p JOIN docs d ON d.id = p.rowid "
+            f"WHERE passages_fts MATCH ?{condition} "
+            f"ORDER BY bm25(passages_fts, 3.0, 1.0, {weight!r}) LIMIT ?",
+            (fts_query(query), *params, depth),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def _thread_match(
+        self, query: str, fused: list[Fused[int]], weight: float, depth: int
+    ) -> tuple[list[Fused[int]], dict[int, int]]:
+        """Lift candidates whose whole thread matches the query (BM25 over thread aggregates).
+
+        Threads are ranked by BM25 over the words of all their visible documents; a
+        candidate in the thread ranked r gains ``weight / (rrf_k + r)``. Returns the
+        re-sorted candidates and each boosted candidate's thread rank.
+        """
+        from .vectors import has_passages
+
+        conn = self.index.conn
+        if not fused or not has_passages(conn):
+            return fused, {}
+        ranked = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT t.thread FROM threads_fts f JOIN thread_rows t ON t.row = f.rowid "
+                "WHERE threads_fts MATCH ? ORDER BY bm25(threads_fts) LIMIT ?",
+                (fts_query(query), depth),
+            )
+        ]
+        if not ranked:
+            return fused, {}
+        rank_of = {thread: i for i, thread in enumerate(ranked, start=1)}
+        thread_of = self._threads_of([f.key for f in fused])
+        k = self.settings.search.rrf_k
+        ranks = {d: rank_of[t] for d, t in thread_of.items() if t in rank_of}
+        boosts = {d: weight / (k + r) for d, r in ranks.items()}
+        return add_boost(fused, "thread_match", boosts), ranks
+
+    def _date_boost(
+        self, query: str, fused: list[Fused[int]], weight: float, scale_days: float
+    ) -> list[Fused[int]]:
+        """Lift candidates made on or near a date the query names ("on 3 June, 2023")."""
+        from .datehints import closeness, parse_time, windows
+
+        found = windows(query)
+        if not fused or not found:
+            return fused
+        keys = [f.key for f in fused]
+        marks = ",".join("?" * len(keys))
+        boosts: dict[int, float] = {}
+        for row in self.index.conn.execute(
+            f"SELECT id, created FROM docs WHERE id IN ({marks})", keys
+        ):
+            when = parse_time(row[1])
+            if when is not None:
+                boosts[int(row[0])] = weight * closeness(when, found, scale_days)
+        return add_boost(fused, "date", boosts)
+
+    def _threads_of(self, keys: list[int]) -> dict[int, str]:
+        marks = ",".join("?" * len(keys))
+        return {
+            int(r[0]): str(r[1])
+            for r in self.index.conn.execute(
+                f"SELECT id, thread FROM docs WHERE id IN ({marks}) AND thread IS NOT NULL", keys
+            )
+        }
 
     def _thread_boost(self, fused: list[Fused[int]], weight: float) -> list[Fused[int]]:
         """Lift candidates whose thread holds other strong candidates.
@@ -234,14 +324,7 @@ class RetrievalVerbs:
         """
         if not fused:
             return fused
-        keys = [f.key for f in fused]
-        marks = ",".join("?" * len(keys))
-        thread_of = {
-            int(r[0]): str(r[1])
-            for r in self.index.conn.execute(
-                f"SELECT id, thread FROM docs WHERE id IN ({marks}) AND thread IS NOT NULL", keys
-            )
-        }
+        thread_of = self._threads_of([f.key for f in fused])
         scores: dict[str, list[float]] = {}
         for item in fused:
             if item.key in thread_of:

@@ -42,6 +42,10 @@ class SearchSettings:
     vector_weight: float = 1.0
     thread_boost: float = 0.3
     neighbour_boost: float = 0.0
+    previous_weight: float = 0.3
+    thread_weight: float = 1.0
+    date_boost: float = 0.2
+    date_scale_days: float = 7.0
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,12 @@ unchanged text is never embedded twice and vectors of two models never mix;
 ``embedded`` records which content hash of a document was chunked for which model.
 The meta key ``vectors_model`` names the model the store's vectors came from.
 
+The same sync keeps the lexical side of hybrid search (created here, derived and
+rebuildable like the rest): ``passages_fts(title, body, context)`` holds what each
+document says and, for a document in a thread, what the previous document of the
+thread says (``passage_links`` remembers which one); ``threads_fts`` holds one row per
+thread with the words of all its visible documents (``thread_rows`` maps threads to rows).
+
 Search is exact: a float32 matrix of all chunk vectors, loaded lazily and
 reloaded when the index changes, scored with one matrix-vector product.
 """
@@ -98,6 +104,130 @@ def passage(title: str, body: str, user: str | None = None) -> str:
     return f"{user}: {text}" if user else text
 
 
+PASSAGES_VERSION = "1"
+_TOKENIZER = "tokenize = 'porter unicode61 remove_diacritics 2'"
+_PASSAGE_TABLES = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS passages_fts USING fts5("
+    f"title, body, context, {_TOKENIZER})",
+    "CREATE TABLE IF NOT EXISTS passage_links "
+    "(doc_id INTEGER PRIMARY KEY, thread TEXT, prev_id INTEGER)",
+    "CREATE INDEX IF NOT EXISTS passage_links_prev ON passage_links(prev_id)",
+    "CREATE INDEX IF NOT EXISTS passage_links_thread ON passage_links(thread)",
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS threads_fts USING fts5(body, {_TOKENIZER})",
+    "CREATE TABLE IF NOT EXISTS thread_rows (thread TEXT PRIMARY KEY, row INTEGER NOT NULL)",
+)
+_VISIBLE = "SELECT id FROM docs WHERE hidden = 0 AND zone = 0"
+
+
+def has_passages(conn: sqlite3.Connection) -> bool:
+    """Whether the lexical tables of hybrid search exist in this index."""
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE name = 'passage_links' AND type = 'table'"
+    ).fetchone()
+    return row is not None
+
+
+def drop_unindexed(conn: sqlite3.Connection) -> int:
+    """Forget chunks, vectors and passages of documents that are gone, hidden or out of zone.
+
+    Needs no embedder (purge calls it); vectors of every model whose text no chunk
+    holds any more are deleted. Returns how many documents lost their chunks.
+    """
+    cur = conn.execute(f"DELETE FROM chunks WHERE doc_id NOT IN ({_VISIBLE})")
+    removed = cur.rowcount or 0
+    conn.execute(f"DELETE FROM embedded WHERE doc_id NOT IN ({_VISIBLE})")
+    if removed:
+        conn.execute("DELETE FROM vectors WHERE text_hash NOT IN (SELECT text_hash FROM chunks)")
+    if has_passages(conn):
+        gone = conn.execute(
+            f"SELECT doc_id, thread FROM passage_links WHERE doc_id NOT IN ({_VISIBLE})"
+        ).fetchall()
+        if gone:
+            ids = [int(r[0]) for r in gone]
+            threads = {str(r[1]) for r in gone if r[1] is not None}
+            followers: set[int] = set()
+            for part in _batches(ids, 500):
+                marks = ",".join("?" * len(part))
+                conn.execute(f"DELETE FROM passages_fts WHERE rowid IN ({marks})", part)
+                conn.execute(f"DELETE FROM passage_links WHERE doc_id IN ({marks})", part)
+                followers.update(
+                    int(r[0])
+                    for r in conn.execute(
+                        f"SELECT doc_id FROM passage_links WHERE prev_id IN ({marks})", part
+                    )
+                )
+            threads |= _refresh_context(conn, followers)
+            _rebuild_threads(conn, threads)
+    return removed
+
+
+def _previous(conn: sqlite3.Connection, doc_id: int) -> int | None:
+    """The visible document just before this one in its thread (by created, then id)."""
+    row = conn.execute(
+        "SELECT p.id FROM docs d JOIN docs p ON p.thread = d.thread "
+        "WHERE d.id = ? AND p.hidden = 0 AND p.zone = 0 AND p.id != d.id "
+        "AND (p.created < d.created OR (p.created = d.created AND p.id < d.id)) "
+        "ORDER BY p.created DESC, p.id DESC LIMIT 1",
+        (doc_id,),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def _next(conn: sqlite3.Connection, doc_id: int) -> int | None:
+    """The visible document just after this one in its thread."""
+    row = conn.execute(
+        "SELECT n.id FROM docs d JOIN docs n ON n.thread = d.thread "
+        "WHERE d.id = ? AND n.hidden = 0 AND n.zone = 0 AND n.id != d.id "
+        "AND (n.created > d.created OR (n.created = d.created AND n.id > d.id)) "
+        "ORDER BY n.created, n.id LIMIT 1",
+        (doc_id,),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def _refresh_context(conn: sqlite3.Connection, doc_ids: set[int]) -> set[str]:
+    """Set each passage's context to its thread predecessor's words; returns the threads."""
+    threads: set[str] = set()
+    for doc_id in doc_ids:
+        link = conn.execute(
+            "SELECT thread FROM passage_links WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        if link is None or link[0] is None:
+            continue
+        threads.add(str(link[0]))
+        prev = _previous(conn, doc_id)
+        words = ""
+        if prev is not None:
+            row = conn.execute("SELECT body FROM passages_fts WHERE rowid = ?", (prev,)).fetchone()
+            words = str(row[0]) if row else ""
+        conn.execute("UPDATE passages_fts SET context = ? WHERE rowid = ?", (words, doc_id))
+        conn.execute("UPDATE passage_links SET prev_id = ? WHERE doc_id = ?", (prev, doc_id))
+    return threads
+
+
+def _rebuild_threads(conn: sqlite3.Connection, threads: set[str]) -> None:
+    """Rewrite the aggregate row of each thread from its documents' passages."""
+    for thread in threads:
+        old = conn.execute("SELECT row FROM thread_rows WHERE thread = ?", (thread,)).fetchone()
+        if old is not None:
+            conn.execute("DELETE FROM threads_fts WHERE rowid = ?", (int(old[0]),))
+            conn.execute("DELETE FROM thread_rows WHERE thread = ?", (thread,))
+        bodies = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT p.body FROM passage_links l JOIN passages_fts p ON p.rowid = l.doc_id "
+                "WHERE l.thread = ?",
+                (thread,),
+            )
+        ]
+        if not bodies:
+            continue
+        cur = conn.execute("INSERT INTO threads_fts(body) VALUES (?)", ("\n".join(bodies),))
+        conn.execute(
+            "INSERT INTO thread_rows(thread, row) VALUES (?, ?)", (thread, int(cur.lastrowid or 0))
+        )
+
+
 def _text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -175,6 +305,7 @@ class VectorIndex:
         stats = VectorSyncStats()
         self.check_model()
         with self._lock:
+            self._ensure_passages()
             generation = str(self.index.generation)
             if self.index.meta("vectors_generation") == f"{generation}:{self.model}":
                 stats.seconds = time.perf_counter() - started
@@ -202,30 +333,31 @@ class VectorIndex:
 
     def _drop_stale(self, conn: sqlite3.Connection) -> int:
         """Forget chunks of documents that are gone, hidden or out of the searchable zone."""
-        cur = conn.execute(
-            "DELETE FROM chunks WHERE doc_id NOT IN "
-            "(SELECT id FROM docs WHERE hidden = 0 AND zone = 0)"
-        )
-        removed = cur.rowcount or 0
-        conn.execute(
-            "DELETE FROM embedded WHERE doc_id NOT IN "
-            "(SELECT id FROM docs WHERE hidden = 0 AND zone = 0)"
-        )
-        if removed:
-            conn.execute(
-                "DELETE FROM vectors WHERE model = ? AND text_hash NOT IN "
-                "(SELECT text_hash FROM chunks)",
-                (self.model,),
-            )
-        return removed
+        return drop_unindexed(conn)
+
+    def _ensure_passages(self) -> None:
+        """Create the lexical tables; a new layout re-chunks every document (cache hits)."""
+        if self.index.meta("passages_version") == PASSAGES_VERSION and has_passages(
+            self.index.conn
+        ):
+            return
+        with self.index.transaction() as conn:
+            for statement in _PASSAGE_TABLES:
+                conn.execute(statement)
+            for table in ("passages_fts", "passage_links", "threads_fts", "thread_rows"):
+                conn.execute(f"DELETE FROM {table}")
+            conn.execute("DELETE FROM embedded")
+            conn.execute("DELETE FROM meta WHERE key = 'vectors_generation'")
+            self.index.set_meta(conn, "passages_version", PASSAGES_VERSION)
 
     def _embed_docs(self, docs: Sequence[tuple[int, str]], stats: VectorSyncStats) -> None:
         conn = self.index.conn
         plan: list[tuple[int, str, list[tuple[int, int, int, str]]]] = []
         texts: dict[str, str] = {}
+        lexical: list[tuple[int, str, str, str | None]] = []
         for doc_id, doc_hash in docs:
             row = conn.execute(
-                "SELECT d.title, f.body, d.user, d.type, d.fm FROM docs d "
+                "SELECT d.title, f.body, d.user, d.type, d.fm, d.thread FROM docs d "
                 "JOIN docs_fts f ON f.rowid = d.id "
                 "WHERE d.id = ?",
                 (doc_id,),
@@ -242,6 +374,9 @@ class VectorIndex:
                 if turn and row[2]
                 else turn or passage(str(row[0] or ""), body, row[2])
             )
+            title = "" if turn is not None else str(row[0] or "")
+            words = turn if turn is not None else passage("", body)
+            lexical.append((doc_id, title, words, row[5]))
             pieces = self.embedder.chunks(
                 text, max_tokens=self.chunk_tokens, overlap=self.chunk_overlap
             )
@@ -277,6 +412,32 @@ class VectorIndex:
                     (doc_id, doc_hash, self.model),
                 )
                 stats.chunks += len(entries)
+            self._store_passages(wconn, lexical)
+
+    def _store_passages(
+        self, conn: sqlite3.Connection, lexical: list[tuple[int, str, str, str | None]]
+    ) -> None:
+        """Write the lexical rows of these documents, their contexts and their threads."""
+        threaded: set[int] = set()
+        for doc_id, title, words, thread in lexical:
+            conn.execute("DELETE FROM passages_fts WHERE rowid = ?", (doc_id,))
+            conn.execute(
+                "INSERT INTO passages_fts(rowid, title, body, context) VALUES (?,?,?,'')",
+                (doc_id, title, words),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO passage_links(doc_id, thread, prev_id) VALUES (?,?,NULL)",
+                (doc_id, thread),
+            )
+            if thread is not None:
+                threaded.add(doc_id)
+        # A document's context is its predecessor's words; its successor's context is its own.
+        followers = set(threaded)
+        for doc_id in threaded:
+            after = _next(conn, doc_id)
+            if after is not None:
+                followers.add(after)
+        _rebuild_threads(conn, _refresh_context(conn, followers))
 
     def _known_hashes(self, conn: sqlite3.Connection, hashes: list[str]) -> set[str]:
         found: set[str] = set()
@@ -298,6 +459,9 @@ class VectorIndex:
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM embedded")
             conn.execute("DELETE FROM vectors")
+            if has_passages(conn):
+                for table in ("passages_fts", "passage_links", "threads_fts", "thread_rows"):
+                    conn.execute(f"DELETE FROM {table}")
             conn.execute("DELETE FROM meta WHERE key IN ('vectors_model', 'vectors_generation')")
             self._loaded_key = None
 
