@@ -199,3 +199,27 @@ def test_purging_a_file_git_never_saw(store_root: Path) -> None:
         result = mem2.forget("notes/tmp.md", purge=True)
     assert result["purged"] is True and not (store_root / "notes/tmp.md").exists()
     assert git_log(store_root) == ["memdir|memdir init"]  # git never knew it: nothing to record
+
+
+def test_write_files_is_all_or_nothing_on_bad_input(mem: Memory) -> None:
+    before = snapshot(mem.root)
+    with pytest.raises(UnsafePath):
+        mem.store.write_files([("notes/ok.md", "# ok\n"), ("../bad.md", "# bad\n")])
+    assert snapshot(mem.root) == before
+    results = mem.store.write_files(
+        [("notes/a.jsonl", '{"x": 1}\n'), ("notes/a.md", "# a\n")], actor="pair"
+    )
+    assert [r.path for r in results] == ["notes/a.jsonl", "notes/a.md"]
+    assert (mem.root / "notes/a.jsonl").read_text() == '{"x": 1}\n'
+    assert git_log(mem.root)[0] == "pair|write notes/a.jsonl, notes/a.md"
+
+
+def test_durability_setting_is_checked(store_root: Path) -> None:
+    from memdir.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="full, rename"):
+        Memory.open(store_root, overrides={"store": {"durability": "sometimes"}})
+    fast = Memory.open(store_root, overrides={"store": {"durability": "rename"}})
+    fast.write("notes/fast.md", "# fast\n")
+    fast.close()
+    assert (store_root / "notes/fast.md").read_text() == "# fast\n"

@@ -27,6 +27,7 @@ class MemorySettings:
 class StoreSettings:
     max_file_bytes: int = 32 * 1024 * 1024
     git_commit: bool = True
+    durability: str = "full"
     git_batch_seconds: float = 0.0
     lock_timeout_seconds: float = 30.0
     sync_interval_seconds: float = 0.0
@@ -125,6 +126,9 @@ class Settings:
 
 
 SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings))
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("store", "durability"): ("full", "rename"),
+}
 
 
 def config_path(root: Path) -> Path:
@@ -173,6 +177,12 @@ def _apply(base: Settings, data: Mapping[str, Any], source: str) -> Settings:
             if key not in names:
                 raise ConfigError(f"{source}: unknown setting {section}.{key}")
             updates[key] = _coerce(value, getattr(current, key), f"{source}: {section}.{key}")
+            allowed = CHOICES.get((section, key))
+            if allowed and updates[key] not in allowed:
+                raise ConfigError(
+                    f"{source}: {section}.{key} must be one of {', '.join(allowed)}, "
+                    f"got {updates[key]!r}"
+                )
         changed[section] = dataclasses.replace(current, **updates)
     return dataclasses.replace(base, **changed)
 

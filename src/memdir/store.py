@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -104,22 +105,48 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` so a crash leaves the old or the new file, never half."""
+def _stage(target: Path, data: bytes, durable: bool) -> str:
+    """Write ``data`` to a temp file beside ``target`` (synced when ``durable``)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fdatasync(handle.fileno())
         os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
     except BaseException:
         with suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(target.parent)
+    return tmp
+
+
+def atomic_write(target: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``target`` so a crash leaves the old or the new file, never half.
+
+    With ``durable`` the data and the folder entry are synced to disk before returning.
+    """
+    atomic_write_many([(target, data)], durable=durable)
+
+
+def atomic_write_many(items: list[tuple[Path, bytes]], *, durable: bool = True) -> None:
+    """Write several files atomically: stage and sync each, rename each, sync each folder once."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for target, data in items:
+            staged.append((_stage(target, data, durable), target))
+        for tmp, target in staged:
+            os.replace(tmp, target)
+    except BaseException:
+        for tmp, _target in staged:
+            with suppress(OSError):
+                os.unlink(tmp)
+        raise
+    if durable:
+        for folder in dict.fromkeys(target.parent for _tmp, target in staged):
+            _fsync_dir(folder)
 
 
 class Store:
@@ -208,6 +235,10 @@ class Store:
         except UnicodeDecodeError as exc:
             raise InvalidDocument(f"{rel} is not valid UTF-8: {exc}") from None
 
+    @staticmethod
+    def _stripe_index(rel: str) -> int:
+        return int(hashlib.sha1(rel.encode()).hexdigest()[:8], 16) % LOCK_STRIPES
+
     @contextmanager
     def lock(self, rel: str | None = None) -> Iterator[None]:
         """Without ``rel``: the store-wide lock, held alone. With ``rel``: the lock of that
@@ -216,7 +247,7 @@ class Store:
             with self._lock.hold():
                 yield
             return
-        stripe = self._stripes[int(hashlib.sha1(rel.encode()).hexdigest()[:8], 16) % LOCK_STRIPES]
+        stripe = self._stripes[self._stripe_index(rel)]
         with self._lock.hold(shared=True), stripe.hold():
             yield
 
@@ -234,6 +265,34 @@ class Store:
                 raise InvalidDocument(f"{norm}: content is not valid UTF-8 ({exc})") from None
         return raw
 
+    def _prepare(
+        self,
+        rel: str,
+        content: str | bytes,
+        *,
+        actor: str,
+        provenance_value: tuple[str, str] | None,
+        markdown_only: bool,
+    ) -> tuple[str, Path, bytes]:
+        """Validate one file's path and content; apply provenance. Writes nothing."""
+        norm, target = self.resolve(rel)
+        if markdown_only and not paths.is_markdown(norm):
+            raise InvalidDocument(f"{norm}: only markdown (.md) files can be written here")
+        raw = self._check_content(norm, content)
+        if paths.is_markdown(norm):
+            text = raw.decode("utf-8")
+            if frontmatter.parse(text).has_block:
+                frontmatter.load_strict(text)
+            if provenance_value is not None:
+                entry = provenance.derived_entry(*provenance_value, actor)
+                text = frontmatter.edit(text, lambda fm: _append_list(fm, "derived-from", entry))
+                raw = self._check_content(norm, text)
+        return norm, target, raw
+
+    @property
+    def durable(self) -> bool:
+        return self.settings.store.durability == "full"
+
     def write_text(
         self,
         rel: str,
@@ -245,34 +304,63 @@ class Store:
         if_match: str | None = None,
         markdown_only: bool = True,
     ) -> WriteResult:
-        """Write a document atomically under the store lock.
+        """Write a document atomically under its path lock.
 
         Markdown content must have valid YAML frontmatter when it has a block.
         ``provenance_value`` appends ``{type, id, date, actor}`` to ``derived-from``.
         ``if_match`` is an ETag (or content hash) that the current file must have.
         """
-        norm, target = self.resolve(rel)
-        if markdown_only and not paths.is_markdown(norm):
-            raise InvalidDocument(f"{norm}: only markdown (.md) files can be written here")
-        raw = self._check_content(norm, content)
-        text = raw.decode("utf-8")
         actor_name = (actor or "").strip() or "anonymous"
-        if paths.is_markdown(norm):
-            parsed = frontmatter.parse(text)
-            if parsed.has_block:
-                frontmatter.load_strict(text)
-            if provenance_value is not None:
-                entry = provenance.derived_entry(*provenance_value, actor_name)
-                text = frontmatter.edit(text, lambda fm: _append_list(fm, "derived-from", entry))
-                raw = self._check_content(norm, text)
+        norm, target, raw = self._prepare(
+            rel,
+            content,
+            actor=actor_name,
+            provenance_value=provenance_value,
+            markdown_only=markdown_only,
+        )
         with self.lock(norm):
             existed = target.is_file()
             if if_match is not None:
                 self._check_etag(norm, target, if_match)
-            atomic_write(target, raw)
+            atomic_write(target, raw, durable=self.durable)
         result = WriteResult(norm, content_hash(raw), len(raw), created=not existed)
         self._queue_commit([norm], actor_name, message or f"write {norm}")
         return result
+
+    def write_files(
+        self,
+        files: list[tuple[str, str | bytes]],
+        *,
+        actor: str | None = None,
+        message: str | None = None,
+        provenance_value: tuple[str, str] | None = None,
+    ) -> list[WriteResult]:
+        """Write several files together (e.g. a record and its sidecar): each atomic, the
+        folders synced once, one commit. Every file is validated before any is written;
+        ``provenance_value`` applies to the markdown files."""
+        actor_name = (actor or "").strip() or "anonymous"
+        prepared = [
+            self._prepare(
+                rel,
+                content,
+                actor=actor_name,
+                provenance_value=provenance_value,
+                markdown_only=False,
+            )
+            for rel, content in files
+        ]
+        with contextlib.ExitStack() as stack:
+            for norm in sorted({norm for norm, _t, _r in prepared}, key=self._stripe_index):
+                stack.enter_context(self.lock(norm))
+            existed = [target.is_file() for _n, target, _r in prepared]
+            atomic_write_many([(t, r) for _n, t, r in prepared], durable=self.durable)
+        results = [
+            WriteResult(norm, content_hash(raw), len(raw), created=not was)
+            for (norm, _t, raw), was in zip(prepared, existed, strict=True)
+        ]
+        names = [r.path for r in results]
+        self._queue_commit(names, actor_name, message or f"write {', '.join(names)}")
+        return results
 
     def _check_etag(self, norm: str, target: Path, if_match: str) -> None:
         wanted = if_match.strip()
@@ -305,7 +393,7 @@ class Store:
             new_text = frontmatter.edit(text, mutate)
             raw = self._check_content(norm, new_text)
             if new_text != text:
-                atomic_write(target, raw)
+                atomic_write(target, raw, durable=self.durable)
         result = WriteResult(norm, content_hash(raw), len(raw), created=False)
         if new_text != text:
             self._queue_commit([norm], actor_name, message or f"update {norm}")

@@ -17,7 +17,6 @@ The :class:`TurnVerbs` mixin adds the turn verbs to :class:`memdir.Memory`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import sqlite3
@@ -534,24 +533,12 @@ class TurnVerbs:
             extra=extra,
         )
         message = f"turn {ident} ({thread})"
+        files: list[tuple[str, str | bytes]] = [(rel, render_turn(record))]
         if raw_log:
-            self.store.write_text(
-                worklog_path(ident), raw_log, actor=actor, message=message, markdown_only=False
-            )
-        try:
-            self.store.write_text(
-                rel, render_turn(record), actor=actor, message=message, provenance_value=prov_value
-            )
-        except BaseException:
-            if raw_log:
-                self._remove_quietly(worklog_path(ident))
-            raise
+            files.insert(0, (worklog_path(ident), raw_log))
+        self.store.write_files(files, actor=actor, message=message, provenance_value=prov_value)
         self.index.sync_paths([rel])
         return record
-
-    def _remove_quietly(self, rel: str) -> None:
-        with contextlib.suppress(OSError):
-            self.store.resolve(rel)[1].unlink()
 
     def _check_parents(self, parent_ids: Sequence[str]) -> None:
         """Every parent must be an existing turn: one index look-up, files only as a fallback."""
