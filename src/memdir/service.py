@@ -8,7 +8,9 @@ files first (:meth:`StoreVerbs.sync`).
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -136,7 +138,7 @@ class StoreVerbs:
 
     def close(self) -> None:
         """Commit pending git work and close the index."""
-        self.store.commit_pending()
+        self.store.close()
         self.index.close()
 
     # -- writing -----------------------------------------------------------------------
@@ -371,12 +373,35 @@ class StoreVerbs:
     def memory_report(
         self, *, episodes_prefix: str | None = None, now: datetime | None = None
     ) -> coverage.Report:
-        """The KiwiFS-compatible coverage report, computed from the index."""
+        """The KiwiFS-compatible coverage report, computed from the index.
+
+        The report is cached in the index's meta table under the index generation and the
+        prefix; a repeat call on an unchanged store only recomputes the two metrics that
+        depend on the time (``avg_age_days``, ``expired_count``).
+        """
         self.sync()
         prefix = self.episodes_prefix(episodes_prefix)
-        rows = self.index.conn.execute("SELECT facts FROM docs ORDER BY walk_key")
+        when = now or datetime.now(UTC)
+        key = "memory_report:" + prefix
+        generation = self.index.generation
+        cached = self.index.meta(key)
+        if cached is not None:
+            report = _cached_report(cached, generation, when)
+            if report is not None:
+                return report
+        cur = self.index.conn.cursor()
+        cur.row_factory = None
+        rows = cur.execute("SELECT facts FROM docs ORDER BY walk_key")
         facts = [coverage.FileFacts.from_json(row[0]) for row in rows]
-        return coverage.build_report(facts, prefix, now or datetime.now(UTC))
+        report = coverage.build_report(facts, prefix, when)
+        payload = _report_cache(report, facts, generation)
+        try:
+            with self.index.transaction() as conn:
+                if self.index.generation == generation:
+                    self.index.set_meta(conn, key, payload)
+        except sqlite3.Error:
+            pass  # a read-only index: serve without caching
+        return report
 
     # -- index maintenance --------------------------------------------------------------
 
@@ -389,6 +414,53 @@ class StoreVerbs:
     def doctor(self) -> DoctorReport:
         """Compare the index with the files (nothing is changed)."""
         return DoctorReport(self.index.compare())
+
+
+def _report_cache(report: coverage.Report, facts: list[coverage.FileFacts], gen: int) -> str:
+    """The report as cache JSON, with the inputs of its two time-dependent metrics."""
+    mtime_sum = 0.0
+    age_n = 0
+    for f in facts:  # the same sum, in the same order, as coverage.build_report
+        if not f.memory_status or f.memory_status == "active":
+            mtime_sum += f.mtime
+            age_n += 1
+    data = coverage.report_to_json(report)
+    data["generation"] = gen
+    data["mtime_sum"] = mtime_sum
+    data["age_n"] = age_n
+    data["expires"] = [f.expires_at for f in facts if f.expires_at is not None]
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _entries(items: list[dict[str, str]]) -> list[coverage.FileEntry]:
+    return [coverage.FileEntry(e["path"], e.get("episode_id"), e.get("memory_kind")) for e in items]
+
+
+def _cached_report(text: str, generation: int, now: datetime) -> coverage.Report | None:
+    """The cached report when it belongs to ``generation``, with time metrics for ``now``."""
+    try:
+        data = json.loads(text)
+        if data.get("generation") != generation:
+            return None
+        now_ts = now.timestamp()
+        age_n = int(data["age_n"])
+        return coverage.Report(
+            episodic_count=data["episodic_count"],
+            total_episodic=data["total_episodic"],
+            total_unmerged=data["total_unmerged"],
+            contradictions=data["contradictions"],
+            merged_from_refs=data["merged_from_refs"],
+            coverage_pct=float(data["coverage_pct"]),
+            avg_age_days=(now_ts - data["mtime_sum"] / age_n) / 86400.0 if age_n else 0.0,
+            expired_count=sum(1 for e in data["expires"] if e < now_ts),
+            contested_count=data["contested_count"],
+            scope_counts=data["scope_counts"],
+            episodic_files=_entries(data["episodic_files"]),
+            unmerged=_entries(data["unmerged"]),
+            warnings=list(data.get("warnings", [])),
+        )
+    except (ValueError, KeyError, TypeError, ZeroDivisionError):
+        return None
 
 
 def _parse_provenance(value: str | None) -> tuple[str, str] | None:

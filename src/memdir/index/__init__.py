@@ -15,9 +15,10 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..coverage import FileFacts
 from .db import connect
 from .documents import DocRow, analyze
 from .scan import scan
@@ -131,24 +132,45 @@ class Index:
             for row in self.conn.execute("SELECT path, mtime_ns, size, hash FROM docs")
         }
 
+    def _stamps(self) -> dict[str, tuple[int, int]]:
+        """``path -> (mtime_ns, size)`` of every indexed document (plain tuples: fast)."""
+        cur = self.conn.cursor()
+        cur.row_factory = None
+        rows = cur.execute("SELECT path, mtime_ns, size FROM docs")
+        return {path: (mtime_ns, size) for path, mtime_ns, size in rows}
+
     def sync(self, *, full: bool = False) -> SyncStats:
         """Bring the index in step with the files: stat all, read only what changed."""
         started = time.perf_counter()
         stats = SyncStats()
-        known = self._known()
+        stamps = self._stamps()
         changed: list[tuple[str, int, int]] = []
-        seen: set[str] = set()
+        scanned = 0
+        pop = stamps.pop
         for rel, mtime_ns, size in scan(self.root):
-            seen.add(rel)
-            old = known.get(rel)
-            if full or old is None or old[0] != mtime_ns or old[1] != size:
+            scanned += 1
+            if pop(rel, None) != (mtime_ns, size) or full:
                 changed.append((rel, mtime_ns, size))
-        stats.scanned = len(seen)
-        gone = [rel for rel in known if rel not in seen]
+        stats.scanned = scanned
+        gone = list(stamps)  # indexed, not seen on disk
         if changed or gone:
+            known = self._hashes([rel for rel, _, _ in changed]) if not full else {}
             self._apply(changed, gone, known, stats, force=full)
         stats.seconds = time.perf_counter() - started
         return stats
+
+    def _hashes(self, rels: list[str]) -> dict[str, tuple[int, int, str]]:
+        """The stored ``(mtime_ns, size, hash)`` of the given paths (those indexed)."""
+        if len(rels) > 2000:
+            return self._known()
+        out: dict[str, tuple[int, int, str]] = {}
+        for rel in rels:
+            row = self.conn.execute(
+                "SELECT mtime_ns, size, hash FROM docs WHERE path = ?", (rel,)
+            ).fetchone()
+            if row:
+                out[rel] = (row[0], row[1], row[2])
+        return out
 
     def sync_paths(self, rels: Iterable[str]) -> SyncStats:
         """Update the index for the given paths only (after a write made through memdir)."""
@@ -209,12 +231,10 @@ class Index:
                     else:
                         stats.updated += 1
                     stats.changed_paths.append(row.path)
-                conn.executemany(
-                    "UPDATE docs SET mtime_ns = ?, size = ? WHERE path = ?",
-                    [(m, s, r) for r, m, s in touched],
-                )
+                if touched:
+                    self._touch(conn, touched)
                 stats.touched += len(touched)
-                if rows:
+                if rows or touched:
                     self._bump(conn)
         if gone:
             with self.transaction() as conn:
@@ -223,6 +243,18 @@ class Index:
                         stats.removed += 1
                         stats.changed_paths.append(rel)
                 self._bump(conn)
+
+    def _touch(self, conn: sqlite3.Connection, touched: list[tuple[str, int, int]]) -> None:
+        """Same content, new mtime: update the stamp and the mtime the report uses."""
+        for rel, mtime_ns, size in touched:
+            found = conn.execute("SELECT facts FROM docs WHERE path = ?", (rel,)).fetchone()
+            if found is None:
+                continue
+            facts = replace(FileFacts.from_json(found[0]), mtime=mtime_ns / 1e9)
+            conn.execute(
+                "UPDATE docs SET mtime_ns = ?, size = ?, facts = ? WHERE path = ?",
+                (mtime_ns, size, facts.to_json(), rel),
+            )
 
     def _upsert(self, conn: sqlite3.Connection, row: DocRow) -> bool:
         """Insert or replace one document; True when it is new."""
