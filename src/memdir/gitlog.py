@@ -117,6 +117,10 @@ class GitLog:
             for actor, (paths, messages) in pending.items():
                 self._commit(sorted(paths), actor, messages)
 
+    def close(self) -> None:
+        self.flush()
+        self._lock.close()
+
     def commit_now(self, paths: list[str], actor: str, message: str) -> None:
         """Commit these paths at once, in one commit, after anything already queued."""
         if not self.enabled or not paths:

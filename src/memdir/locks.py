@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from .errors import Conflict
@@ -26,6 +26,8 @@ class FileLock:
         self.path = path
         self.timeout = timeout
         self._local = threading.local()
+        self._mutex = threading.Lock()
+        self._fds: list[int] = []
 
     @contextmanager
     def hold(self, *, shared: bool = False) -> Iterator[None]:
@@ -39,19 +41,39 @@ class FileLock:
             finally:
                 self._local.depth -= 1
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._fd()
+        self._acquire(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        self._local.depth = 1
+        self._local.shared = shared
         try:
-            self._acquire(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
-            self._local.depth = 1
-            self._local.shared = shared
-            try:
-                yield
-            finally:
-                self._local.depth = 0
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            yield
         finally:
-            os.close(fd)
+            self._local.depth = 0
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _fd(self) -> int:
+        """This thread's descriptor of the lock file, opened once and kept.
+
+        Each thread has its own open file description, so flock excludes threads of
+        one process from each other exactly as it excludes processes.
+        """
+        fd: int | None = getattr(self._local, "fd", None)
+        if fd is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._local.fd = fd
+            with self._mutex:
+                self._fds.append(fd)
+        return fd
+
+    def close(self) -> None:
+        """Close every thread's descriptor (call when no thread holds the lock)."""
+        with self._mutex:
+            fds, self._fds = self._fds, []
+        for fd in fds:
+            with suppress(OSError):
+                os.close(fd)
+        self._local = threading.local()
 
     def _acquire(self, fd: int, mode: int) -> None:
         deadline = time.monotonic() + self.timeout

@@ -281,8 +281,9 @@ class Store:
         raw = self._check_content(norm, content)
         if paths.is_markdown(norm):
             text = raw.decode("utf-8")
-            if frontmatter.parse(text).has_block:
-                frontmatter.load_strict(text)
+            parsed = frontmatter.parse(text)
+            if parsed.has_block and parsed.error is not None:
+                frontmatter.load_strict(text)  # raises InvalidDocument with line and column
             if provenance_value is not None:
                 entry = provenance.derived_entry(*provenance_value, actor)
                 text = frontmatter.edit(text, lambda fm: _append_list(fm, "derived-from", entry))
@@ -417,6 +418,12 @@ class Store:
 
     def commit_pending(self) -> None:
         self.git.flush()
+
+    def close(self) -> None:
+        """Commit what is queued and release the lock files' descriptors."""
+        self.git.close()
+        for lock in (self._lock, *self._stripes):
+            lock.close()
 
     @property
     def config_file(self) -> Path:
