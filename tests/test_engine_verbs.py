@@ -298,3 +298,7 @@ def test_demo_meets_its_targets(tmp_path: Path) -> None:
     assert not any(p.startswith("inbox/") for p in unmerged)
     assert out["evaluate"]["hit@3"] >= 0.8
     assert any(line.startswith("coverage:") for line in "\n".join(lines).splitlines())
+    turns = out["turns"]
+    assert [list(t.parents) for t in turns[1:]] == [[turns[0].id], [turns[1].id]]
+    assert {item.ref for item in out["context"].items} >= {t.id for t in turns}
+    assert out["context"].tokens <= out["context"].budget

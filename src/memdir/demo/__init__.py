@@ -16,6 +16,11 @@ from typing import Any
 
 import yaml
 
+CONVERSATION = [
+    ("How often should I feed my sourdough starter?", "Feed it daily at room temperature."),
+    ("It smells of acetone, is it ruined?", "No: it is hungry. Feed it twice a day for a while."),
+    ("Can I keep it in the fridge instead?", "Yes, then feed it once a week."),
+]
 QUESTIONS = [
     "How often should a sourdough starter be fed?",
     "How deep should tomato seedlings be planted?",
@@ -41,6 +46,10 @@ def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
         mem.ingest([(p.name, p.read_bytes()) for p in sources], provenance="demo:corpus")
         shutil.copyfile(corpus / "evals" / "questions.yaml", mem.root / "evals" / "questions.yaml")
         consolidated = mem.consolidate()
+        turns = record_conversation(mem)
+        pack = mem.context(thread="kitchen-help", user="ana", keywords=["starter", "fridge"])
+        ancestors = mem.ancestors(turns[-1].id, depth=5)
+        turn_hits = mem.search("acetone smell", type="turn", limit=3)
         answers = [mem.query(q) for q in QUESTIONS]
         audit = mem.refine(label="demo")
         evaluation = mem.evaluate()
@@ -52,6 +61,12 @@ def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
     echo(f"consolidate: {consolidated['commit']}")
     for q in consolidated["quarantined"]:
         echo(f"  quarantined {q['source']}: {q['reason']}")
+    echo(f"turns: recorded {len(turns)} in thread kitchen-help, each with its parent")
+    echo(f"context (mode one): {len(pack.items)} items, {pack.tokens}/{pack.budget} tokens")
+    for item in pack.items:
+        echo(f"  {item.kind}: {item.ref} ({item.reason})")
+    echo(f"ancestors of the last turn: {[a.id for a in ancestors]}")
+    echo(f"search turns for 'acetone smell' (mode two): {[h.path for h in turn_hits]}")
     for question, answer in zip(QUESTIONS, answers, strict=True):
         echo(f"query: {question}")
         for a in answer["answers"][:2]:
@@ -78,6 +93,8 @@ def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
     echo("memory report:")
     echo(render_text(report).rstrip())
     return {
+        "turns": turns,
+        "context": pack,
         "consolidate": consolidated,
         "answers": answers,
         "refine": audit,
@@ -85,6 +102,29 @@ def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
         "reflect": reflected,
         "report": report,
     }
+
+
+def record_conversation(mem: Any) -> list[Any]:
+    """Record a short conversation as turn records, each naming the previous as parent."""
+    records: list[Any] = []
+    for question, reply in CONVERSATION:
+        worklog = [
+            {"tool": "query", "args": {"question": question}, "result": "wiki/kitchen/..."},
+            {"tool": "answer", "args": {}, "result": reply},
+        ]
+        record = mem.record_turn(
+            thread="kitchen-help",
+            user="ana",
+            channel="demo",
+            input=question,
+            output=reply,
+            worklog=worklog,
+            parents=[records[-1].id] if records else [],
+            keywords=["sourdough", "starter"],
+            actor="demo-agent",
+        )
+        records.append(record)
+    return records
 
 
 def main(argv: list[str] | None = None) -> None:
