@@ -1,14 +1,22 @@
 """Search latency at scale: vector and hybrid search over N documents.
 
     python bench/vector_scale.py [--docs 100000] [--queries 200] [--keep DIR]
+    python bench/vector_scale.py --embed 10000
 
-Writes N short markdown documents (random words from a fixed vocabulary), syncs
-the index, then stores one synthetic unit vector per document directly in the
-vector tables under the configured model's id (embedding 100k texts would take
-most of an hour on 2 cores and measures the embedder, not the search). Queries
-are real: each is embedded by the model, so the vector and hybrid timings
-include query embedding, exact scoring of every vector, filtering and fusion.
-Also times a bare numpy matrix-vector product at the same size.
+Writes N short markdown documents (random words from a fixed vocabulary, 20 per
+thread), syncs the index, writes the hybrid passages, then stores one synthetic
+unit vector per document directly in the vector tables under the configured
+model's id (embedding 100k texts would take most of an hour on 2 cores and
+measures the embedder, not the search). Queries are real: each is embedded by
+the model, so the vector and hybrid timings include query embedding, exact
+scoring of every vector, filtering, thread and date signals and fusion. Also
+times a bare numpy matrix-vector product at the same size. The process runs as a
+long-lived agent would: the file walk before each verb is throttled
+(``store.sync_interval_seconds``), so timings are of the search itself.
+
+With ``--embed N``: writes N turn records (20 per thread) and embeds them for real
+through ``Memory.embed`` with the progress bar, reports texts/s, then syncs again
+and reports what the second sync embedded (it should be nothing).
 """
 
 from __future__ import annotations
@@ -82,12 +90,50 @@ VOCAB = [
 ]
 
 
+class Words:
+    """Document and query words.
+
+    ``zipf`` (the default): a 20,000-word vocabulary (the list above, then made-up
+    words) drawn with Zipf frequencies, like real text; queries use content words
+    (ranks 50-5,000, as the most frequent words are stopwords). ``small``: the 52
+    words above drawn uniformly, so every query word is in about a third of all
+    documents (the worst case for BM25).
+    """
+
+    def __init__(self, kind: str, seed: int) -> None:
+        rng = random.Random(seed)
+        self.kind = kind
+        vocab = list(VOCAB)
+        if kind == "zipf":
+            syllables = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
+            seen = set(vocab)
+            while len(vocab) < 20_000:
+                word = "".join(rng.choice(syllables) for _ in range(rng.randint(2, 4)))
+                if word not in seen:
+                    seen.add(word)
+                    vocab.append(word)
+            rng.shuffle(vocab)
+        self.vocab = vocab
+        total = 0.0
+        self.cum: list[float] = []
+        for rank in range(1, len(vocab) + 1):
+            total += 1.0 / rank if kind == "zipf" else 1.0
+            self.cum.append(total)
+
+    def text(self, rng: random.Random, n: int) -> str:
+        return " ".join(rng.choices(self.vocab, cum_weights=self.cum, k=n))
+
+    def query(self, rng: random.Random) -> str:
+        pool = self.vocab[50:5000] if self.kind == "zipf" else self.vocab
+        return " ".join(rng.choice(pool) for _ in range(rng.randint(2, 6)))
+
+
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[max(0, int(round(pct / 100 * len(ordered))) - 1)]
 
 
-def build(root: Path, docs: int, seed: int) -> Any:
+def build(root: Path, docs: int, seed: int, words: Words) -> Any:
     from memdir.service import Memory
 
     rng = random.Random(seed)
@@ -96,9 +142,66 @@ def build(root: Path, docs: int, seed: int) -> Any:
     for i in range(docs):
         sub = folder / f"{i // 1000:03d}"
         sub.mkdir(parents=True, exist_ok=True)
-        text = " ".join(rng.choice(VOCAB) for _ in range(rng.randint(8, 40)))
-        (sub / f"n{i:06d}.md").write_text(f"# Note {i}\n\n{text}\n", encoding="utf-8")
-    return Memory.open(root, overrides={"store": {"git_commit": False}})
+        text = words.text(rng, rng.randint(8, 40))
+        day, second = divmod(i, 86400)
+        front = (
+            f'---\nthread: "t{i // 20:05d}"\n'
+            f'created: "2024-{1 + day // 28:02d}-{1 + day % 28:02d}T'
+            f'{second // 3600:02d}:{second // 60 % 60:02d}:{second % 60:02d}Z"\n---\n\n'
+        )
+        (sub / f"n{i:06d}.md").write_text(f"{front}# Note {i}\n\n{text}\n", encoding="utf-8")
+    return open_memory(root)
+
+
+def open_memory(root: Path) -> Any:
+    from memdir.service import Memory
+
+    return Memory.open(
+        root, overrides={"store": {"git_commit": False, "sync_interval_seconds": 3600.0}}
+    )
+
+
+def build_turns(root: Path, turns: int, seed: int) -> Any:
+    """N turn records in threads of 20, written in the ``record_turn`` layout."""
+    from memdir.service import Memory
+
+    rng = random.Random(seed)
+    Memory.init(root).close()
+    for i in range(turns):
+        sub = root / "episodes" / "turns" / f"{i // 1000:03d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        said = " ".join(rng.choice(VOCAB) for _ in range(rng.randint(8, 40)))
+        (sub / f"t{i:06d}.md").write_text(
+            f'---\nmemory_kind: episodic\ntype: turn\nthread: "t{i // 20:05d}"\n'
+            f'user: "u{i % 7}"\ncreated: "2024-01-01T00:00:00Z"\n---\n\n'
+            f"## Input\n\n{said}\n\n## Compact\n\n- No tool calls.\n\n## Output\n\n\n",
+            encoding="utf-8",
+        )
+    return open_memory(root)
+
+
+def embed_run(root: Path, turns: int, seed: int) -> dict[str, Any]:
+    from memdir.retrieval import ProgressPrinter
+
+    mem = build_turns(root, turns, seed)
+    mem.sync()
+    t = time.perf_counter()
+    first = mem.embed(progress=ProgressPrinter("embedding"))
+    seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    second = mem.embed()
+    again = time.perf_counter() - t
+    mem.close()
+    return {
+        "turns": turns,
+        "first_sync": {
+            "embedded": first.embedded,
+            "cache_hits": first.cache_hits,
+            "seconds": round(seconds, 1),
+            "texts_per_s": round(first.embedded / seconds, 1) if seconds else 0.0,
+        },
+        "second_sync": {"embedded": second.embedded, "seconds": round(again, 3)},
+    }
 
 
 def fill_vectors(mem: Any, seed: int) -> int:
@@ -109,6 +212,8 @@ def fill_vectors(mem: Any, seed: int) -> int:
     rows = mem.index.conn.execute(
         "SELECT id, hash FROM docs WHERE hidden = 0 AND zone = 0"
     ).fetchall()
+    for lo in range(0, len(rows), 5000):
+        vectors.write_passages([int(r[0]) for r in rows[lo : lo + 5000]])
     with mem.index.transaction() as conn:
         for lo in range(0, len(rows), 5000):
             part = rows[lo : lo + 5000]
@@ -152,15 +257,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", type=Path, help="build the store here and keep it")
+    parser.add_argument("--embed", type=int, help="embed N turn records for real instead")
+    parser.add_argument("--vocab", choices=["zipf", "small"], default="zipf")
     args = parser.parse_args(argv)
+    if args.embed:
+        root = args.keep or Path(tempfile.mkdtemp(prefix="memdir-embed-")) / "store"
+        try:
+            print(embed_run(root, args.embed, args.seed))
+        finally:
+            if args.keep is None:
+                shutil.rmtree(root.parent, ignore_errors=True)
+        return 0
 
     root = args.keep or Path(tempfile.mkdtemp(prefix="memdir-scale-")) / "store"
     rng = random.Random(args.seed + 1)
-    queries = [" ".join(rng.choice(VOCAB) for _ in range(rng.randint(2, 6))) for _ in range(200)]
+    words = Words(args.vocab, args.seed)
+    queries = [words.query(rng) for _ in range(200)]
+    # Every fifth query names a month, so the date signal runs too.
+    queries = [q + " in March 2024" if i % 5 == 0 else q for i, q in enumerate(queries)]
     queries = queries[: args.queries]
     try:
         t = time.perf_counter()
-        mem = build(root, args.docs, args.seed)
+        mem = build(root, args.docs, args.seed, words)
         mem.sync()
         print(
             f"wrote and indexed {args.docs} docs in {time.perf_counter() - t:.1f} s",
@@ -169,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         count = fill_vectors(mem, args.seed)
         print(
-            f"stored {count} synthetic vectors in {time.perf_counter() - t:.1f} s", file=sys.stderr
+            f"stored passages and {count} synthetic vectors in {time.perf_counter() - t:.1f} s",
+            file=sys.stderr,
         )
         t = time.perf_counter()
         mem.vector_index()._load()
@@ -185,12 +304,28 @@ def main(argv: list[str] | None = None) -> int:
             bare.append((time.perf_counter() - t) * 1000)
         results = {
             "docs": count,
+            "vocab": args.vocab,
             "matrix_load_s": round(load_s, 2),
             "numpy_matvec_ms": {
                 "p50": round(statistics.median(bare), 2),
                 "p95": round(percentile(bare, 95), 2),
             },
         }
+        # The parts of a vector search: embedding the query, then scoring and filtering.
+        embedder = mem.embedder()
+        embed_ms, search_ms = [], []
+        for q in queries:
+            t = time.perf_counter()
+            qvec = embedder.embed([q])[0]
+            embed_ms.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            mem.vector_index().search_vector(qvec, limit=10)
+            search_ms.append((time.perf_counter() - t) * 1000)
+        for name, times in (("query_embedding_ms", embed_ms), ("vector_scoring_ms", search_ms)):
+            results[name] = {
+                "p50": round(statistics.median(times), 2),
+                "p95": round(percentile(times, 95), 2),
+            }
         for mode in ("bm25", "vector", "hybrid"):
             results[mode] = time_queries(mem, queries, mode)
         mem.close()

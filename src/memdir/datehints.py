@@ -13,13 +13,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-_MONTHS = {
-    name: number
-    for number, name in enumerate(
-        "january february march april may june july august september october november december".split(),
-        start=1,
-    )
-}
+_NAMES = "january february march april may june july august september october november december"
+_MONTHS = {name: number for number, name in enumerate(_NAMES.split(), start=1)}
 _MONTH = (
     r"(january|february|march|april|may|june|july|august|september|october|november|december"
     r"|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
@@ -62,23 +57,18 @@ def windows(query: str) -> list[Window]:
     def free(span: tuple[int, int]) -> bool:
         return not any(a < span[1] and span[0] < b for a, b in taken)
 
-    for match in _DAY_MONTH_YEAR.finditer(query):
-        win = _day(int(match[3]), _month(match[2]), int(match[1]))
-        if win:
-            found.append(win)
-            taken.append(match.span())
-    for match in _MONTH_DAY_YEAR.finditer(query):
-        if free(match.span()):
-            win = _day(int(match[3]), _month(match[1]), int(match[2]))
-            if win:
-                found.append(win)
+    # (pattern, group of the year, of the month, of the day)
+    days = ((_DAY_MONTH_YEAR, 3, 2, 1), (_MONTH_DAY_YEAR, 3, 1, 2), (_ISO_DAY, 1, 2, 3))
+    for pattern, y, m, d in days:
+        for match in pattern.finditer(query):
+            if free(match.span()):
+                # A day that does not exist names nothing (its month is not a hint either).
                 taken.append(match.span())
-    for match in _ISO_DAY.finditer(query):
-        if free(match.span()):
-            win = _day(int(match[1]), int(match[2]), int(match[3]))
-            if win:
-                found.append(win)
-                taken.append(match.span())
+                month = match[m]
+                number = int(month) if month.isdigit() else _month(month)
+                win = _day(int(match[y]), number, int(match[d]))
+                if win:
+                    found.append(win)
     for match in _MONTH_YEAR.finditer(query):
         if free(match.span()):
             year, month = int(match[2]), _month(match[1])

@@ -148,6 +148,9 @@ class MiniLMEmbedder(Embedder):
         # onnxruntime's own default uses one thread on some machines; 0 means "all cores, up to 4".
         options.intra_op_num_threads = threads if threads > 0 else min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
+        # Idle worker threads sleep instead of spinning: on a busy 2-core machine spinning
+        # threads fight the rest of the process (a short query took 2x longer with spinning).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = onnxruntime.InferenceSession(
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]

@@ -70,6 +70,28 @@ class RetrievalVerbs:
 
         def _limit(self, limit: int | None) -> int: ...
 
+    def forget(
+        self,
+        path: str,
+        *,
+        reason: str | None = None,
+        purge: bool = False,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Supersede or purge a document; a purge also drops its chunks, vectors and passages.
+
+        (Superseding hides the document at once; its vectors go at the next vector sync.)
+        """
+        result: dict[str, Any] = super().forget(  # type: ignore[misc]
+            path, reason=reason, purge=purge, actor=actor
+        )
+        if purge:
+            from .vectors import drop_unindexed
+
+            with self.index.transaction() as conn:
+                drop_unindexed(conn)
+        return result
+
     # -- the vector index --------------------------------------------------------------
 
     def embedder(self) -> Embedder:
@@ -270,17 +292,24 @@ class RetrievalVerbs:
         conn = self.index.conn
         if not fused or not has_passages(conn):
             return fused, {}
-        ranked = [
-            str(r[0])
+        rows = [
+            int(r[0])
             for r in conn.execute(
-                "SELECT t.thread FROM threads_fts f JOIN thread_rows t ON t.row = f.rowid "
-                "WHERE threads_fts MATCH ? ORDER BY bm25(threads_fts) LIMIT ?",
+                "SELECT rowid FROM threads_fts WHERE threads_fts MATCH ? "
+                "ORDER BY bm25(threads_fts) LIMIT ?",
                 (fts_query(query), depth),
             )
         ]
-        if not ranked:
+        if not rows:
             return fused, {}
-        rank_of = {thread: i for i, thread in enumerate(ranked, start=1)}
+        marks = ",".join("?" * len(rows))
+        name = {
+            int(r[0]): str(r[1])
+            for r in conn.execute(
+                f"SELECT row, thread FROM thread_rows WHERE row IN ({marks})", rows
+            )
+        }
+        rank_of = {name[row]: i for i, row in enumerate(rows, start=1) if row in name}
         thread_of = self._threads_of([f.key for f in fused])
         k = self.settings.search.rrf_k
         ranks = {d: rank_of[t] for d, t in thread_of.items() if t in rank_of}

@@ -104,7 +104,7 @@ def passage(title: str, body: str, user: str | None = None) -> str:
     return f"{user}: {text}" if user else text
 
 
-PASSAGES_VERSION = "1"
+PASSAGES_VERSION = "2"
 _TOKENIZER = "tokenize = 'porter unicode61 remove_diacritics 2'"
 _PASSAGE_TABLES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS passages_fts USING fts5("
@@ -114,8 +114,9 @@ _PASSAGE_TABLES = (
     "CREATE INDEX IF NOT EXISTS passage_links_prev ON passage_links(prev_id)",
     "CREATE INDEX IF NOT EXISTS passage_links_thread ON passage_links(thread)",
     f"CREATE VIRTUAL TABLE IF NOT EXISTS threads_fts USING fts5(body, {_TOKENIZER})",
-    "CREATE TABLE IF NOT EXISTS thread_rows (thread TEXT PRIMARY KEY, row INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS thread_rows (row INTEGER PRIMARY KEY, thread TEXT NOT NULL UNIQUE)",
 )
+_PASSAGE_NAMES = ("passages_fts", "passage_links", "threads_fts", "thread_rows")
 _VISIBLE = "SELECT id FROM docs WHERE hidden = 0 AND zone = 0"
 
 
@@ -342,10 +343,10 @@ class VectorIndex:
         ):
             return
         with self.index.transaction() as conn:
+            for table in _PASSAGE_NAMES:
+                conn.execute(f"DROP TABLE IF EXISTS {table}")
             for statement in _PASSAGE_TABLES:
                 conn.execute(statement)
-            for table in ("passages_fts", "passage_links", "threads_fts", "thread_rows"):
-                conn.execute(f"DELETE FROM {table}")
             conn.execute("DELETE FROM embedded")
             conn.execute("DELETE FROM meta WHERE key = 'vectors_generation'")
             self.index.set_meta(conn, "passages_version", PASSAGES_VERSION)
@@ -356,27 +357,11 @@ class VectorIndex:
         texts: dict[str, str] = {}
         lexical: list[tuple[int, str, str, str | None]] = []
         for doc_id, doc_hash in docs:
-            row = conn.execute(
-                "SELECT d.title, f.body, d.user, d.type, d.fm, d.thread FROM docs d "
-                "JOIN docs_fts f ON f.rowid = d.id "
-                "WHERE d.id = ?",
-                (doc_id,),
-            ).fetchone()
-            if row is None:
+            found = self._doc_texts(conn, doc_id)
+            if found is None:
                 continue
-            body = str(row[1] or "")
-            turn = None
-            if str(row[3] or "").lower() == "turn":
-                tools = '"tool_calls"' in str(row[4] or "")
-                turn = turn_text(body, with_compact=tools)
-            text = (
-                f"{row[2]}: {turn}"
-                if turn and row[2]
-                else turn or passage(str(row[0] or ""), body, row[2])
-            )
-            title = "" if turn is not None else str(row[0] or "")
-            words = turn if turn is not None else passage("", body)
-            lexical.append((doc_id, title, words, row[5]))
+            text, title, words, thread = found
+            lexical.append((doc_id, title, words, thread))
             pieces = self.embedder.chunks(
                 text, max_tokens=self.chunk_tokens, overlap=self.chunk_overlap
             )
@@ -413,6 +398,45 @@ class VectorIndex:
                 )
                 stats.chunks += len(entries)
             self._store_passages(wconn, lexical)
+
+    @staticmethod
+    def _doc_texts(
+        conn: sqlite3.Connection, doc_id: int
+    ) -> tuple[str, str, str, str | None] | None:
+        """(text to embed, passage title, passage words, thread) of a document."""
+        row = conn.execute(
+            "SELECT d.title, f.body, d.user, d.type, d.fm, d.thread FROM docs d "
+            "JOIN docs_fts f ON f.rowid = d.id WHERE d.id = ?",
+            (doc_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        body = str(row[1] or "")
+        turn = None
+        if str(row[3] or "").lower() == "turn":
+            tools = '"tool_calls"' in str(row[4] or "")
+            turn = turn_text(body, with_compact=tools)
+        text = (
+            f"{row[2]}: {turn}"
+            if turn and row[2]
+            else turn or passage(str(row[0] or ""), body, row[2])
+        )
+        if turn is not None:
+            return text, "", turn, row[5]
+        return text, str(row[0] or ""), passage("", body), row[5]
+
+    def write_passages(self, doc_ids: Sequence[int]) -> None:
+        """Write the lexical rows of these documents without embedding (benchmarks, repair)."""
+        with self._lock:
+            self._ensure_passages()
+            conn = self.index.conn
+            lexical = []
+            for doc_id in doc_ids:
+                found = self._doc_texts(conn, doc_id)
+                if found is not None:
+                    lexical.append((doc_id, found[1], found[2], found[3]))
+            with self.index.transaction() as wconn:
+                self._store_passages(wconn, lexical)
 
     def _store_passages(
         self, conn: sqlite3.Connection, lexical: list[tuple[int, str, str, str | None]]
@@ -460,7 +484,7 @@ class VectorIndex:
             conn.execute("DELETE FROM embedded")
             conn.execute("DELETE FROM vectors")
             if has_passages(conn):
-                for table in ("passages_fts", "passage_links", "threads_fts", "thread_rows"):
+                for table in _PASSAGE_NAMES:
                     conn.execute(f"DELETE FROM {table}")
             conn.execute("DELETE FROM meta WHERE key IN ('vectors_model', 'vectors_generation')")
             self._loaded_key = None

@@ -1,4 +1,4 @@
-"""Search commands: search (BM25), grep (regex)."""
+"""Search commands: search (bm25, vector or hybrid), grep (regex)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,13 @@ from .context import echo_json, memory, root_flag
 @click.option(
     "--include-worklog", is_flag=True, help="Also search turn work logs (listed after documents)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--mode",
+    type=click.Choice(["auto", "bm25", "vector", "hybrid"], case_sensitive=False),
+    default=None,
+    help="bm25, vector or hybrid (default auto: hybrid when vectors can be used, else bm25).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with `why`: rank per signal).")
 @root_flag
 @click.pass_context
 def search_cmd(
@@ -31,16 +37,25 @@ def search_cmd(
     where: tuple[str, ...],
     include_superseded: bool,
     include_worklog: bool,
+    mode: str | None,
     as_json: bool,
     root: str | None,
 ) -> None:
     """Search for QUERY; prints pointers (path, title, snippet, score), never bodies.
 
-    Any string is a valid query: quotes, colons, AND, * and brackets are plain text.
+    Any string with a word in it is a valid query: quotes, colons, AND, * and
+    brackets are plain text. In auto mode, when vectors cannot be used (extra not
+    installed, vectors of another model) the search runs on bm25 and says why on
+    stderr. Embedding what is new shows a progress counter on stderr.
 
-    Example: memdir search "deploy rollback" --kind semantic --limit 5
+    Example: memdir search "deploy rollback" --kind semantic --limit 5 --mode hybrid
     """
+    from ..retrieval import ProgressPrinter
+
     with memory(ctx, root) as mem:
+        _effective, note = mem.search_mode(mode)
+        if note:
+            click.echo(f"note: {note}", err=True)
         hits = mem.search(
             query,
             limit=limit,
@@ -49,6 +64,8 @@ def search_cmd(
             type=type_,
             where=list(where),
             include_superseded=include_superseded,
+            mode=mode,
+            progress=ProgressPrinter("embedding"),
         )
         if include_worklog:
             size = limit or mem.settings.search.default_limit

@@ -132,19 +132,34 @@ def ls_cmd(
 
 @click.command("reindex")
 @click.option("--full", is_flag=True, help="Drop the index and rebuild it from the files.")
+@click.option(
+    "--vectors",
+    is_flag=True,
+    help="Also drop every vector and re-embed with the configured model (after a model switch).",
+)
 @root_flag
 @click.pass_context
-def reindex_cmd(ctx: click.Context, full: bool, root: str | None) -> None:
+def reindex_cmd(ctx: click.Context, full: bool, vectors: bool, root: str | None) -> None:
     """Bring the index in step with the files (or rebuild it with --full).
 
-    Example: memdir reindex --full
+    With --vectors, re-embed everything with the configured model, with a progress counter.
+
+    Example: memdir reindex --full; memdir reindex --vectors
     """
+    from ..retrieval import ProgressPrinter
+
     with memory(ctx, root, sync=False) as mem:
         stats = mem.reindex(full=full)
-    click.echo(
-        f"scanned {stats.scanned}, added {stats.added}, updated {stats.updated}, "
-        f"removed {stats.removed} in {stats.seconds:.2f}s"
-    )
+        click.echo(
+            f"scanned {stats.scanned}, added {stats.added}, updated {stats.updated}, "
+            f"removed {stats.removed} in {stats.seconds:.2f}s"
+        )
+        if vectors:
+            done = mem.embed(progress=ProgressPrinter("embedding", min_total=1), rebuild=True)
+            click.echo(
+                f"embedded {done.embedded} chunks of {done.documents} documents "
+                f"({done.cache_hits} cached) in {done.seconds:.2f}s"
+            )
 
 
 @click.command("doctor")

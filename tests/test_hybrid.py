@@ -1,0 +1,203 @@
+"""Hybrid search signals (previous turn, thread, dates), purge of vector rows, search CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memdir import embeddings as emb
+from memdir.cli import cli
+from memdir.datehints import Window, closeness, parse_time, windows
+from memdir.plugins import manager
+from memdir.service import Memory
+from memdir.store import Store
+from test_vectors import ToyPlugin
+
+
+@pytest.fixture
+def toy() -> Iterator[None]:
+    plugin = ToyPlugin()
+    manager().register(plugin)
+    emb.clear_cache()
+    yield
+    manager().unregister(plugin)
+    emb.clear_cache()
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return Store.init(tmp_path / "store")
+
+
+def _open(root: Path, provider: str = "letters", **search: float) -> Memory:
+    return Memory.open(
+        root,
+        overrides={
+            "store": {"git_commit": False},
+            "embeddings": {"provider": provider},
+            "search": dict(search),
+        },
+    )
+
+
+def _turn(mem: Memory, path: str, thread: str, user: str, created: str, said: str) -> None:
+    mem.write(
+        path,
+        f'---\ntype: turn\nmemory_kind: episodic\nthread: "{thread}"\nuser: "{user}"\n'
+        f'created: "{created}"\n---\n\n## Input\n\n{said}\n\n## Compact\n\n- No tool calls.\n\n'
+        "## Output\n\n\n",
+    )
+
+
+def _conversation(mem: Memory) -> None:
+    _turn(mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?")
+    _turn(mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
+    _turn(mem, "t/a3.md", "s1", "ann", "2023-06-03T10:00:02Z", "Lovely, see you at rehearsal.")
+    _turn(mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake.")
+    _turn(mem, "t/b2.md", "s2", "bob", "2023-07-20T09:00:01Z", "Sounds fun, was it cold?")
+
+
+def test_dates_named_in_a_query() -> None:
+    day = windows("What did Maria start on 3 June, 2023?")
+    assert day == [Window(datetime(2023, 6, 3, tzinfo=UTC), datetime(2023, 6, 4, tzinfo=UTC))]
+    assert windows("the week before August 3, 2023")[0].start == datetime(2023, 8, 3, tzinfo=UTC)
+    assert windows("on 2023-02-01")[0].end == datetime(2023, 2, 2, tzinfo=UTC)
+    month = windows("Where did Joanna travel in July 2022?")
+    assert month == [Window(datetime(2022, 7, 1, tzinfo=UTC), datetime(2022, 8, 1, tzinfo=UTC))]
+    assert windows("in December 2022")[0].end == datetime(2023, 1, 1, tzinfo=UTC)
+    assert windows("on 31 February, 2023") == []  # no such day
+    assert windows("may I see the march of time") == []
+    assert len(windows("between 11 August 2023 and 15 August 2023")) == 2
+    inside = parse_time("2022-07-15T10:00:00Z")
+    assert inside is not None and closeness(inside, month, 7.0) == 1.0
+    week_after = parse_time("2022-08-08T00:00:00+00:00")
+    assert week_after is not None and closeness(week_after, month, 7.0) == pytest.approx(0.5)
+    assert parse_time("not a date") is None and parse_time(None) is None
+
+
+def test_reply_found_by_the_question_it_answers(toy: None, root: Path) -> None:
+    mem = _open(root)
+    _conversation(mem)
+    hits = mem.search("which instrument", mode="hybrid", limit=5, path_prefix="t/")
+    by_path = {h.path: h for h in hits}
+    # The reply does not contain the words; its passage context (the question) does.
+    assert "bm25_rank" in by_path["t/a2.md"].why
+    assert mem.search("which instrument", mode="bm25", path_prefix="t/a2") == []
+    assert by_path["t/a1.md"].why["thread_rank"] == 1
+    assert "thread_match_boost" in by_path["t/a2.md"].why
+    row = mem.index.conn.execute("SELECT context FROM passages_fts WHERE body LIKE 'Lovely%'")
+    assert row.fetchone()[0] == "The violin, mostly classical."
+    mem.close()
+
+
+def test_date_in_the_query_lifts_turns_of_that_day(toy: None, root: Path) -> None:
+    mem = _open(root, thread_weight=0.0, thread_boost=0.0)
+    _turn(mem, "t/x.md", "s1", "ann", "2023-03-01T10:00:00Z", "I baked bread today.")
+    _turn(mem, "t/y.md", "s2", "ann", "2023-05-20T10:00:00Z", "I baked bread today!")
+    plain = mem.search("baked bread", mode="hybrid", limit=2, path_prefix="t/")
+    dated = mem.search("baked bread on 20 May, 2023", mode="hybrid", limit=2, path_prefix="t/")
+    assert dated[0].path == "t/y.md" and dated[0].why["date_boost"] == pytest.approx(0.2)
+    assert "date_boost" not in plain[0].why
+    mem.close()
+
+
+def test_purge_drops_vectors_passages_and_thread_words(toy: None, root: Path) -> None:
+    mem = _open(root)
+    _conversation(mem)
+    mem.embed()
+    conn = mem.index.conn
+    doc_id = conn.execute("SELECT id FROM docs WHERE path = 't/a2.md'").fetchone()[0]
+    vectors_before = conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    mem.forget("t/a2.md", purge=True)
+    # No vector sync has run since: the purge itself removed every derived row.
+    for table, column in (
+        ("chunks", "doc_id"),
+        ("embedded", "doc_id"),
+        ("passage_links", "doc_id"),
+    ):
+        assert (
+            conn.execute(f"SELECT count(*) FROM {table} WHERE {column} = ?", (doc_id,)).fetchone()[
+                0
+            ]
+            == 0
+        ), table
+    assert (
+        conn.execute("SELECT count(*) FROM passages_fts WHERE rowid = ?", (doc_id,)).fetchone()[0]
+        == 0
+    )
+    assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == vectors_before - 1
+    for (text,) in conn.execute("SELECT context FROM passages_fts"):
+        assert "violin" not in text
+    for (text,) in conn.execute("SELECT body FROM threads_fts"):
+        assert "violin" not in text
+    # The next turn's context is now the turn before the purged one.
+    row = conn.execute("SELECT context FROM passages_fts WHERE body LIKE 'Lovely%'").fetchone()
+    assert row[0] == "Which instrument do you play?"
+    for mode in ("bm25", "vector", "hybrid"):
+        assert "t/a2.md" not in {h.path for h in mem.search("violin classical", mode=mode)}
+    mem.close()
+
+
+def test_superseded_turn_leaves_thread_and_context(toy: None, root: Path) -> None:
+    mem = _open(root)
+    _conversation(mem)
+    mem.embed()
+    mem.forget("t/b1.md")
+    for mode in ("vector", "hybrid", "auto"):
+        assert "t/b1.md" not in {h.path for h in mem.search("kayaking lake", mode=mode)}
+    bodies = " ".join(r[0] for r in mem.index.conn.execute("SELECT body FROM threads_fts"))
+    assert "kayaking" not in bodies and "cold" in bodies
+    mem.close()
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    res = CliRunner().invoke(cli, list(args), env=env)
+    return res.exit_code, res.stdout, res.stderr
+
+
+def test_search_cli_modes_notes_and_errors(toy: None, root: Path) -> None:
+    with _open(root) as mem:
+        _conversation(mem)
+    env = {"MEMDIR_EMBEDDINGS_PROVIDER": "letters", "MEMDIR_STORE_GIT_COMMIT": "false"}
+    r = str(root)
+    code, out, err = _cli("search", "violin", "--mode", "hybrid", "--json", "--root", r, env=env)
+    assert code == 0, err
+    import json
+
+    hits = json.loads(out)
+    assert hits[0]["path"] == "t/a2.md"
+    assert hits[0]["why"]["mode"] == "hybrid" and hits[0]["why"]["bm25_rank"] == 1
+    code, out, err = _cli("search", "violin", "--mode", "bm25", "--json", "--root", r, env=env)
+    assert code == 0 and json.loads(out)[0]["why"]["mode"] == "bm25"
+    code, out, err = _cli("search", " ?!.. ", "--root", r, env=env)
+    assert code != 0 and err.startswith("error: ") and "no searchable words" in err
+    code, out, err = _cli("search", "violin " * 2000, "--mode", "vector", "--root", r, env=env)
+    assert code == 0 and "t/a2.md" in out  # far past the model window: truncated, works
+    # A missing model package: auto falls back to bm25 with a note naming the extra.
+    absent = {**env, "MEMDIR_EMBEDDINGS_PROVIDER": "absent"}
+    code, out, err = _cli("search", "violin", "--root", r, env=absent)
+    assert code == 0 and "t/a2.md" in out
+    assert "note: keyword search only" in err and "memdir[vectors]" in err
+    code, out, err = _cli("search", "violin", "--mode", "hybrid", "--root", r, env=absent)
+    assert code != 0 and "memdir[vectors]" in err
+
+
+def test_reindex_vectors_after_a_model_switch(toy: None, root: Path) -> None:
+    with _open(root) as mem:
+        _conversation(mem)
+        mem.embed()
+    env = {"MEMDIR_EMBEDDINGS_PROVIDER": "letters2", "MEMDIR_STORE_GIT_COMMIT": "false"}
+    r = str(root)
+    code, out, err = _cli("search", "violin", "--mode", "vector", "--root", r, env=env)
+    assert code != 0 and "memdir reindex --vectors" in err and "letters-v1" in err
+    code, out, err = _cli("search", "violin", "--root", r, env=env)
+    assert code == 0 and "t/a2.md" in out and "memdir reindex --vectors" in err
+    code, out, err = _cli("reindex", "--vectors", "--root", r, env=env)
+    assert code == 0, err
+    assert "embedding " in err and "embedded " in out
+    code, out, err = _cli("search", "violin", "--mode", "vector", "--root", r, env=env)
+    assert code == 0 and "t/a2.md" in out and err == ""
