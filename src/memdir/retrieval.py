@@ -11,8 +11,10 @@ returned, whatever the mode, unless ``include_superseded`` is asked for.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any
 
 from .errors import InvalidInput, InvalidQuery, MissingExtra, ProviderError
@@ -49,6 +51,19 @@ class ProgressPrinter:
         end = "\n" if done >= total else "\r"
         self.stream.write(f"{self.label} {done}/{total}{end}")
         self.stream.flush()
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _background() -> ThreadPoolExecutor:
+    """One worker thread, shared by the process, for query embedding."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memdir-embed")
+        return _pool
 
 
 class RetrievalVerbs:
@@ -213,10 +228,14 @@ class RetrievalVerbs:
     def _hybrid_hits(self, query: str, size: int, flt: Filters) -> list[Hit]:
         opts = self.settings.search
         depth = max(opts.candidates, size * 2)
-        lexical_ids = self._lexical_ids(query, flt, depth)
-        found = self.vector_index().search_vector(
-            self._query_vector(query), limit=depth, filters=flt
-        )
+        # The query is embedded on another thread while SQLite ranks words (both release the GIL).
+        pending = _background().submit(self._query_vector, query)
+        try:
+            lexical_ids = self._lexical_ids(query, flt, depth)
+            threads = self._thread_ranking(query, depth) if opts.thread_weight > 0 else {}
+        finally:
+            qvec = pending.result()
+        found = self.vector_index().search_vector(qvec, limit=depth, filters=flt)
         fused = rrf(
             {"bm25": lexical_ids, "vector": [h.doc_id for h in found]},
             k=opts.rrf_k,
@@ -225,8 +244,8 @@ class RetrievalVerbs:
         if opts.thread_boost > 0:
             fused = self._thread_boost(fused, opts.thread_boost)
         thread_ranks: dict[int, int] = {}
-        if opts.thread_weight > 0:
-            fused, thread_ranks = self._thread_match(query, fused, opts.thread_weight, depth)
+        if threads:
+            fused, thread_ranks = self._thread_match(threads, fused, opts.thread_weight)
         if opts.date_boost > 0:
             fused = self._date_boost(query, fused, opts.date_boost, opts.date_scale_days)
         if opts.neighbour_boost > 0:
@@ -278,20 +297,13 @@ class RetrievalVerbs:
         ).fetchall()
         return [int(r[0]) for r in rows]
 
-    def _thread_match(
-        self, query: str, fused: list[Fused[int]], weight: float, depth: int
-    ) -> tuple[list[Fused[int]], dict[int, int]]:
-        """Lift candidates whose whole thread matches the query (BM25 over thread aggregates).
-
-        Threads are ranked by BM25 over the words of all their visible documents; a
-        candidate in the thread ranked r gains ``weight / (rrf_k + r)``. Returns the
-        re-sorted candidates and each boosted candidate's thread rank.
-        """
+    def _thread_ranking(self, query: str, depth: int) -> dict[str, int]:
+        """Threads ranked by BM25 over the words of all their visible documents (1 = best)."""
         from .vectors import has_passages
 
         conn = self.index.conn
-        if not fused or not has_passages(conn):
-            return fused, {}
+        if not has_passages(conn):
+            return {}
         rows = [
             int(r[0])
             for r in conn.execute(
@@ -301,7 +313,7 @@ class RetrievalVerbs:
             )
         ]
         if not rows:
-            return fused, {}
+            return {}
         marks = ",".join("?" * len(rows))
         name = {
             int(r[0]): str(r[1])
@@ -309,7 +321,18 @@ class RetrievalVerbs:
                 f"SELECT row, thread FROM thread_rows WHERE row IN ({marks})", rows
             )
         }
-        rank_of = {name[row]: i for i, row in enumerate(rows, start=1) if row in name}
+        return {name[row]: i for i, row in enumerate(rows, start=1) if row in name}
+
+    def _thread_match(
+        self, rank_of: dict[str, int], fused: list[Fused[int]], weight: float
+    ) -> tuple[list[Fused[int]], dict[int, int]]:
+        """Lift candidates whose whole thread matches the query (see :meth:`_thread_ranking`).
+
+        A candidate in the thread ranked r gains ``weight / (rrf_k + r)``. Returns the
+        re-sorted candidates and each boosted candidate's thread rank.
+        """
+        if not fused:
+            return fused, {}
         thread_of = self._threads_of([f.key for f in fused])
         k = self.settings.search.rrf_k
         ranks = {d: rank_of[t] for d, t in thread_of.items() if t in rank_of}
