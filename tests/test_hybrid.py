@@ -201,3 +201,21 @@ def test_reindex_vectors_after_a_model_switch(toy: None, root: Path) -> None:
     assert "embedding " in err and "embedded " in out
     code, out, err = _cli("search", "violin", "--mode", "vector", "--root", r, env=env)
     assert code == 0 and "t/a2.md" in out and err == ""
+
+
+def test_a_turn_moved_to_another_thread_leaves_the_old_one(toy: None, root: Path) -> None:
+    mem = _open(root)
+    _conversation(mem)
+    mem.embed()
+    _turn(mem, "t/a2.md", "s9", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
+    mem.embed()
+    conn = mem.index.conn
+    rows = dict(
+        conn.execute(
+            "SELECT t.thread, f.body FROM thread_rows t JOIN threads_fts f ON f.rowid = t.row"
+        ).fetchall()
+    )
+    assert "violin" not in rows["s1"] and "violin" in rows["s9"]
+    row = conn.execute("SELECT context FROM passages_fts WHERE body LIKE 'Lovely%'").fetchone()
+    assert row[0] == "Which instrument do you play?"
+    mem.close()

@@ -443,7 +443,19 @@ class VectorIndex:
     ) -> None:
         """Write the lexical rows of these documents, their contexts and their threads."""
         threaded: set[int] = set()
+        stale: set[str] = set()  # threads a document leaves (its thread was edited)
         for doc_id, title, words, thread in lexical:
+            old = conn.execute(
+                "SELECT thread FROM passage_links WHERE doc_id = ?", (doc_id,)
+            ).fetchone()
+            if old is not None and old[0] is not None and old[0] != thread:
+                stale.add(str(old[0]))
+                threaded.update(
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT doc_id FROM passage_links WHERE prev_id = ?", (doc_id,)
+                    )
+                )
             conn.execute("DELETE FROM passages_fts WHERE rowid = ?", (doc_id,))
             conn.execute(
                 "INSERT INTO passages_fts(rowid, title, body, context) VALUES (?,?,?,'')",
@@ -461,7 +473,7 @@ class VectorIndex:
             after = _next(conn, doc_id)
             if after is not None:
                 followers.add(after)
-        _rebuild_threads(conn, _refresh_context(conn, followers))
+        _rebuild_threads(conn, _refresh_context(conn, followers) | stale)
 
     def _known_hashes(self, conn: sqlite3.Connection, hashes: list[str]) -> set[str]:
         found: set[str] = set()
