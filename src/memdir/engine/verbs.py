@@ -360,7 +360,9 @@ class EngineVerbs:
             if finder is None:
                 return []
             hits: list[Any] = finder(q, limit=limit, path_prefix="wiki/")
-            return hits
+            # A nearest neighbour always exists; tier 2 keeps only hits the words support
+            # or whose meaning is close enough (MiniLM cosine), so "nothing found" stays true.
+            return [h for h in hits if _supported(getattr(h, "why", {}) or {})]
 
         return querying.run(self._root, self.program(), question, search)
 
@@ -517,3 +519,12 @@ class EngineVerbs:
 def check_bundle_exists(names: Sequence[str], name: str) -> None:
     if name not in names:
         raise NotFound(f"no bundle named '{name}'")
+
+
+TIER2_MIN_COSINE = 0.45
+
+
+def _supported(why: dict[str, Any]) -> bool:
+    if why.get("bm25_rank") is not None or why.get("mode", "bm25") == "bm25":
+        return True
+    return float(why.get("vector_score") or 0.0) >= TIER2_MIN_COSINE
