@@ -240,7 +240,7 @@ _values = st.recursive(
 _fms = st.dictionaries(_keys, _values, max_size=6)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(fm=_fms, body=st.text(max_size=60))
 def test_render_round_trip(fm: dict[str, Any], body: str) -> None:
     doc = frontmatter.render(fm, body)
@@ -324,7 +324,7 @@ def test_edit_delete_keys_and_invalid() -> None:
         frontmatter.edit("---\n- a\n---\n", lambda d: None)
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(additions=_fms, body=st.text(max_size=40))
 def test_edit_then_parse_gives_back_what_mutate_put(additions: dict[str, Any], body: str) -> None:
     base = "---\ntitle: x  # keep\nflag: yes\n---\n" + body
