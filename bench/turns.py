@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import random
 import statistics
 import sys
@@ -236,12 +237,18 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--batch", type=float, default=1.0, help="store.git_batch_seconds")
+    parser.add_argument(
+        "--durability", choices=["full", "rename"], default="full", help="store.durability"
+    )
     parser.add_argument("--sizes", default="1000,100000")
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()
     result: dict[str, Any] = {}
     if args.what in {"record", "all"}:
+        # Through the environment, so the writer processes use the same setting.
+        os.environ["MEMDIR_STORE_DURABILITY"] = args.durability
         result["record"] = bench_record(args.n, args.procs, args.batch)
+        result["record"]["durability"] = args.durability
     if args.what in {"context", "all"}:
         sizes = [int(s) for s in args.sizes.split(",")]
         result["context"] = bench_context(sizes, args.queries)
