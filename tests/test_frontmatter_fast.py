@@ -149,7 +149,7 @@ def blocks(draw: st.DrawFn) -> str:
     return "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n\n"]))
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=blocks())
 def test_fast_path_agrees_with_pyyaml(raw: str) -> None:
     fast = _fast_load(raw)
