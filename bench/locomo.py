@@ -1,7 +1,7 @@
 """LoCoMo retrieval benchmark: does memdir search find the evidence turns?
 
     python bench/locomo.py --data locomo10-dev.json [--mode hybrid] [--json OUT]
-        [--audit errors.json] [--limit-convs N]
+        [--audit errors.json] [--limit-convs N] [--keep DIR [--reuse]] [--set S.K=V]
 
 Each conversation goes into a fresh store as turn records (one per dialogue
 turn; a session is a thread, the speaker is the user, the session date is the
