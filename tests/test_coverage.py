@@ -564,3 +564,24 @@ def test_build_report_speed() -> None:
     elapsed = time.process_time() - start
     assert r.total_episodic == 66_666 and r.total_unmerged == 66_666 - 33_333
     assert elapsed < 1.5, elapsed  # CI floor; the measured figure is in the report
+
+
+def test_file_lists_render_like_the_general_encoder() -> None:
+    from memdir.coverage import _go_json, dumps_go, go_string
+
+    entries = [
+        {"path": "episodes/a.md", "episode_id": "a"},
+        {"path": "episodes/<b>&\u2028.md", "episode_id": "b\x01", "memory_kind": "episodic"},
+    ]
+    expected = (
+        "[\n  {\n    "
+        + ",\n    ".join(f"{go_string(k)}: {go_string(v)}" for k, v in entries[0].items())
+        + "\n  },\n  {\n    "
+        + ",\n    ".join(f"{go_string(k)}: {go_string(v)}" for k, v in entries[1].items())
+        + "\n  }\n]"
+    )
+    assert dumps_go(entries) == expected
+    assert "\\u003cb\\u003e\\u0026\\u2028" in expected and "\\u0001" in expected
+    out: list[str] = []
+    _go_json([{"path": "x.md"}, {"n": 1}], "", out)  # mixed values: the general path
+    assert "".join(out) == '[\n  {\n    "path": "x.md"\n  },\n  {\n    "n": 1\n  }\n]'

@@ -545,6 +545,8 @@ def _go_escape_char(m: re.Match[str]) -> str:
 
 
 def go_string(value: str) -> str:
+    if _GO_ESCAPE_RE.search(value) is None:
+        return '"' + value + '"'
     return '"' + _GO_ESCAPE_RE.sub(_go_escape_char, value) + '"'
 
 
@@ -578,6 +580,9 @@ def _go_json(value: Any, indent: str, out: list[str]) -> None:
             out.append("[]")
             return
         inner = indent + "  "
+        if all(type(v) is dict and v and all(type(x) is str for x in v.values()) for v in value):
+            _go_flat_entries(value, inner, out)  # the file lists: one pass, no recursion
+            return
         out.append("[\n")
         for i, v in enumerate(value):
             if i:
@@ -587,6 +592,22 @@ def _go_json(value: Any, indent: str, out: list[str]) -> None:
         out.append("\n" + indent + "]")
     else:
         raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _go_flat_entries(entries: Any, indent: str, out: list[str]) -> None:
+    """A list of string-valued mappings, laid out exactly as the general case would."""
+    inner = indent + "  "
+    sep = ",\n" + inner
+    texts = [t for entry in entries for item in entry.items() for t in item]
+    if _GO_ESCAPE_RE.search("/".join(texts)) is None:
+        quote = '"{}"'.format  # nothing anywhere needs escaping
+    else:
+        quote = go_string
+    parts = []
+    for entry in entries:
+        fields = sep.join(quote(k) + ": " + quote(v) for k, v in entry.items())
+        parts.append(indent + "{\n" + inner + fields + "\n" + indent + "}")
+    out.append("[\n" + ",\n".join(parts) + "\n" + indent[:-2] + "]")
 
 
 def dumps_go(value: Any) -> str:
