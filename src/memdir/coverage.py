@@ -18,7 +18,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
@@ -599,10 +599,8 @@ def _go_flat_entries(entries: Any, indent: str, out: list[str]) -> None:
     inner = indent + "  "
     sep = ",\n" + inner
     texts = [t for entry in entries for item in entry.items() for t in item]
-    if _GO_ESCAPE_RE.search("/".join(texts)) is None:
-        quote = '"{}"'.format  # nothing anywhere needs escaping
-    else:
-        quote = go_string
+    plain = _GO_ESCAPE_RE.search("/".join(texts)) is None  # nothing anywhere needs escaping
+    quote: Callable[[str], str] = '"{}"'.format if plain else go_string
     parts = []
     for entry in entries:
         fields = sep.join(quote(k) + ": " + quote(v) for k, v in entry.items())
