@@ -41,7 +41,7 @@ class SearchSettings:
     rrf_k: int = 10
     bm25_weight: float = 1.0
     vector_weight: float = 1.0
-    thread_boost: float = 0.3
+    thread_boost: float = 0.15
     neighbour_boost: float = 0.0
     previous_weight: float = 0.3
     thread_weight: float = 1.0
