@@ -193,6 +193,8 @@ def test_evaluate_scores_and_labels(eng: Memory) -> None:
     assert first["hit@1"] == 0.5 and first["mrr"] == 0.5 and first["label"] == "hold"
     assert first["recall_by_tier"]["1"] == 0.5
     assert "run=evaluate hold questions=2" in (eng.root / ".memdir/runs.tsv").read_text()
+    episodes = sorted((eng.root / "episodes/operational").rglob("operational-evaluate-*.md"))
+    assert len(episodes) == 1 and "hit@1 0.5" in episodes[0].read_text()
 
 
 def test_episode_add_reflect_lessons_and_snapshot(eng: Memory) -> None:

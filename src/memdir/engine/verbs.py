@@ -389,6 +389,18 @@ class EngineVerbs:
         runs.append(self._root, "evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
         batch = Batch(self.store)
         batch.add_private("runs.tsv")
+        self._operational(
+            batch,
+            "evaluate",
+            situation=f"evaluate {result['questions']} question(s) through query",
+            actions=[f"{k} {result[k]}" for k in ("hit@1", "hit@3", "mrr")],
+            outcome="failure" if result["label"] == "regress" else "success",
+            insights=(
+                [f"Recall fell: MRR went from {before} to {result['mrr']}."]
+                if result["label"] == "regress"
+                else []
+            ),
+        )
         batch.commit(f"evaluate: mrr {result['mrr']} ({result['label']})")
         return result
 
