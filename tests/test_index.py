@@ -66,9 +66,7 @@ def test_search_filters(filled: Memory) -> None:
     assert bm25(filled, "deploy", type="RUN") == ["episodes/run-1.md"]
     assert bm25(filled, "traffic", where=["owner=sre"]) == ["wiki/ops/canary.md"]
     assert bm25(filled, "traffic", where=["owner=dev"]) == []
-    assert bm25(filled, "deploy", path_prefix="episodes/") == [
-        "episodes/run-1.md"
-    ]
+    assert bm25(filled, "deploy", path_prefix="episodes/") == ["episodes/run-1.md"]
     assert len(bm25(filled, "deploy OR traffic OR rollback", limit=1)) == 1
     with pytest.raises(InvalidInput):
         filled.search("deploy", where=["novalue"])
@@ -229,9 +227,7 @@ def test_merge_is_idempotent_and_forget_hides(filled: Memory) -> None:
     for mode in ("bm25", "vector", "hybrid"):
         found = [h.path for h in filled.search("traffic", mode=mode)]
         assert "wiki/ops/canary.md" not in found, mode
-    assert bm25(filled, "traffic", include_superseded=True) == [
-        "wiki/ops/canary.md"
-    ]
+    assert bm25(filled, "traffic", include_superseded=True) == ["wiki/ops/canary.md"]
     text = (filled.root / "wiki/ops/canary.md").read_text()
     assert "memory_status: superseded" in text and "Send one percent" in text
     filled.forget("wiki/ops/canary.md", purge=True)
