@@ -132,7 +132,7 @@ def item_lines(draw: st.DrawFn, ind: int) -> list[str]:
 def blocks(draw: st.DrawFn) -> str:
     lines: list[str] = []
     for _ in range(draw(st.integers(0, 6))):
-        shape = draw(st.integers(0, 11))
+        shape = draw(st.integers(0, 12))
         if shape <= 3:
             lines.append(draw(key) + ":" + draw(st.sampled_from([" ", "  ", ""])) + draw(scalar))
         elif shape <= 6:
@@ -144,8 +144,12 @@ def blocks(draw: st.DrawFn) -> str:
             lines.append(draw(st.sampled_from(GOOD_KEYS)) + ": " + draw(simple))
         elif shape == 10:
             lines.append(draw(st.sampled_from(["", "   ", "# note", "  # note", "..."])))
-        else:
+        elif shape == 11:
             lines.append(draw(pad) + draw(FREE))
+        else:  # a one-line flow list, sometimes of simple quoted strings
+            parts = draw(st.lists(st.one_of(scalar, simple.map(lambda v: f'"{v}"')), max_size=3))
+            sep = draw(st.sampled_from([", ", ",", " , "]))
+            lines.append(draw(key) + ": [" + sep.join(parts) + "]" + draw(pad))
     return "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n\n"]))
 
 
@@ -166,6 +170,7 @@ COMMON = [
     "  - type: run\n    id: '42'\n    date: '2026-01-02T00:00:00Z'\n",
     "derived-from:\n- type: run\n  id: r1\n  date: 2026-01-01\n  actor: anonymous\ncount: 3\n",
     "tags:\n  - a\n  - 'yes'\n  - 7\n# a comment\nflag: yes\nempty:\nratio: 0.25\n",
+    'type: turn\nparents: ["01m8n9ndyp", "01m8n9ndxq"]\nkeywords: []\nthread: "t1"\n',
 ]
 
 

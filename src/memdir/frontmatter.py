@@ -263,8 +263,30 @@ def _fast_pair(line: str) -> tuple[str, Any] | None:
     text = (m.group(2) or "").rstrip(" ")
     if not text:
         return key, None
+    if text[0] == "[":
+        items = _fast_flow_strings(text)
+        return None if items is None else (key, items)
     value = _fast_scalar(text)
     return None if value is _FAIL else (key, value)
+
+
+_FAST_FLOW_ITEM_RE = re.compile(r' *"([^"\\,\[\]{}]*)" *\Z')
+
+
+def _fast_flow_strings(text: str) -> list[str] | None:
+    """``[]`` or a one-line flow list of simple double-quoted strings; None otherwise."""
+    if text[-1] != "]":
+        return None
+    inner = text[1:-1]
+    if not inner.strip(" "):
+        return []
+    items = []
+    for part in inner.split(","):
+        m = _FAST_FLOW_ITEM_RE.match(part)
+        if m is None:
+            return None
+        items.append(m.group(1))
+    return items
 
 
 def _skippable(line: str) -> bool:
