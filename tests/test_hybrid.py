@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from memdir import embeddings as emb
 from memdir.cli import cli
 from memdir.datehints import Window, closeness, parse_time, windows
+from memdir.errors import InvalidInput
 from memdir.plugins import manager
 from memdir.service import Memory
 from memdir.store import Store
@@ -219,3 +220,27 @@ def test_a_turn_moved_to_another_thread_leaves_the_old_one(toy: None, root: Path
     row = conn.execute("SELECT context FROM passages_fts WHERE body LIKE 'Lovely%'").fetchone()
     assert row[0] == "Which instrument do you play?"
     mem.close()
+
+
+def test_a_large_backlog_keeps_auto_search_keyword_only(toy: None, root: Path) -> None:
+    mem = Memory.open(
+        root,
+        overrides={
+            "store": {"git_commit": False},
+            "embeddings": {"provider": "letters", "inline_limit": 2},
+        },
+    )
+    for n in range(4):
+        mem.write(f"notes/n{n}.md", f"# Note {n}\n\nzebra crossing number {n}\n")
+    mode, note = mem.search_mode("auto")
+    assert mode == "bm25" and note is not None and "reindex --vectors" in note
+    assert all(h.why["mode"] == "bm25" for h in mem.search("zebra"))
+    assert mem.vector_index().pending_count() >= 4
+    mem.embed()
+    assert mem.vector_index().pending_count() == 0
+    assert mem.search_mode("auto") == ("hybrid", None)
+    mem.close()
+    off = Memory.open(root, overrides={"embeddings": {"enabled": False}})
+    with pytest.raises(InvalidInput, match="disabled"):
+        off.search("zebra", mode="vector")
+    off.close()

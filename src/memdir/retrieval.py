@@ -159,7 +159,20 @@ class RetrievalVerbs:
                 return "bm25", f"keyword search only: {exc}"
             except ProviderError as exc:
                 return "bm25", f"keyword search only: {exc}"
+            # Embedding a large backlog inline would stall a search for minutes or hours.
+            self.sync()
+            pending = self.vector_index().pending_count()
+            allowed = self.settings.embeddings.inline_limit
+            if pending > allowed:
+                return "bm25", (
+                    f"keyword search only: {pending} documents are not embedded yet (more "
+                    f"than embeddings.inline_limit = {allowed}); run `memdir reindex --vectors`"
+                )
             return "hybrid", None
+        if not self.settings.embeddings.enabled:
+            raise InvalidInput(
+                f"--mode {wanted} needs embeddings, which are disabled ([embeddings] enabled)"
+            )
         self.vector_index().check_model()
         return wanted, None
 

@@ -52,6 +52,7 @@ class SearchSettings:
 @dataclass(frozen=True)
 class EmbeddingsSettings:
     enabled: bool = True
+    inline_limit: int = 2000
     provider: str = "minilm"
     model: str = ""
     batch_size: int = 32

@@ -287,6 +287,12 @@ class VectorIndex:
             "pending": len(self._pending(conn)),
         }
 
+    def pending_count(self) -> int:
+        """How many visible documents have no vectors for this model yet (0 when in step)."""
+        if self.index.meta("vectors_generation") == f"{self.index.generation}:{self.model}":
+            return 0
+        return len(self._pending(self.index.conn))
+
     def _pending(self, conn: sqlite3.Connection) -> list[tuple[int, str]]:
         rows = conn.execute(
             "SELECT d.id, d.hash FROM docs d LEFT JOIN embedded e ON e.doc_id = d.id "
