@@ -132,6 +132,20 @@ def test_bad_program_points_at_the_line(eng: Memory) -> None:
         eng.consolidate()
 
 
+def test_consolidate_recalls_lessons_and_episodes_first(eng: Memory) -> None:
+    eng.episode_add(
+        kind="signal",
+        situation="a sourdough starter recipe used cups",
+        insights=["Weigh flour for the starter in grams."],
+    )
+    eng.reflect()
+    eng.ingest([("bread.md", BREAD)])
+    packet = eng.consolidate(plan=True)
+    recall = packet["items"][0]["recall"]
+    assert any(line.startswith("lesson:") and "grams" in line for line in recall)
+    assert any(line.startswith("episode episodes/signal/") for line in recall)
+
+
 def test_plan_apply_round_trip_and_refusal(eng: Memory) -> None:
     eng.ingest([("bread.md", BREAD)])
     packet = eng.consolidate(plan=True)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,10 @@ def _route(program: Program, src: Source) -> routing.Route:
     )
 
 
+Recall = Callable[[str], tuple[str, ...]]
+"""Given a source's opening text: the lessons and relevant past episodes to respect."""
+
+
 def _request(
     root: Path,
     program: Program,
@@ -105,6 +109,7 @@ def _request(
     bundle: str,
     *,
     cache: dict[str, list[wiki.Article]],
+    recall: Recall | None = None,
 ) -> tuple[WriteRequest, str]:
     """The write request for one source in one bundle, and the target path."""
     if bundle not in cache:
@@ -116,7 +121,13 @@ def _request(
     topic, _ = routing.pick_topic(src.body, topics, spec.scope if spec else "", hint=hint)
     doc = src.doc()
     request = WriteRequest(
-        bundle, topic, doc, wiki.related_candidates(items), program.budgets, harness
+        bundle,
+        topic,
+        doc,
+        wiki.related_candidates(items),
+        program.budgets,
+        harness,
+        recall=recall(doc.title + " " + src.body[:400]) if recall else (),
     )
     return request, ""
 
@@ -172,6 +183,7 @@ def run(
     *,
     actor: str,
     limit: int | None = None,
+    recall: Recall | None = None,
 ) -> Outcome:
     """Consolidate every unseen inbox source (the files are written through ``batch``)."""
     out = Outcome()
@@ -186,7 +198,7 @@ def run(
             out.quarantined.append({"source": src.path, "to": rel, "reason": route.reason})
             continue
         for bundle in route.bundles:
-            request, _ = _request(root, program, harness, src, bundle, cache=cache)
+            request, _ = _request(root, program, harness, src, bundle, cache=cache, recall=recall)
             draft = writer.write(request)
             at = rfc3339(now_utc())
             text = render_article(request, draft, at=at, actor=actor)
@@ -216,7 +228,9 @@ def run(
 # ---- the work packet ---------------------------------------------------------------------
 
 
-def plan(root: Path, program: Program, harness: Harness) -> dict[str, Any]:
+def plan(
+    root: Path, program: Program, harness: Harness, recall: Recall | None = None
+) -> dict[str, Any]:
     """A JSON work packet: one item per unseen source, with the contract and a draft."""
     cache: dict[str, list[wiki.Article]] = {}
     items: list[dict[str, Any]] = []
@@ -228,7 +242,7 @@ def plan(root: Path, program: Program, harness: Harness) -> dict[str, Any]:
             quarantined.append({"source": src.path, "reason": route.reason})
             continue
         for bundle in route.bundles:
-            request, _ = _request(root, program, harness, src, bundle, cache=cache)
+            request, _ = _request(root, program, harness, src, bundle, cache=cache, recall=recall)
             draft: Draft = extractive.write(request)
             example = render_article(request, draft, at="<RFC 3339 time>", actor="<agent>")
             items.append(
@@ -243,6 +257,7 @@ def plan(root: Path, program: Program, harness: Harness) -> dict[str, Any]:
                     "bundle": bundle,
                     "topic": request.topic,
                     "related_candidates": [r.path for r in request.candidates],
+                    "recall": list(request.recall),
                     "example_article": example,
                 }
             )

@@ -45,6 +45,8 @@ class EngineVerbs:
 
     def sync(self, *, force: bool = False) -> Any: ...  # provided by StoreVerbs
 
+    def keyword_search(self, query: str, *, limit: int | None = None) -> Any: ...
+
     # -- program and harness -------------------------------------------------------------
 
     @property
@@ -189,10 +191,11 @@ class EngineVerbs:
         prog = self.program()
         self.sync()
         root = self._root
-        if plan:
-            return consolidating.plan(root, prog, h)
-        who = (actor or "").strip() or ACTOR
         lessons = self._recall_lessons()
+        recall = self._recaller(lessons)
+        if plan:
+            return consolidating.plan(root, prog, h, recall=recall)
+        who = (actor or "").strip() or ACTOR
         batch = Batch(self.store)
         if apply is not None:
             data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
@@ -206,7 +209,9 @@ class EngineVerbs:
         else:
             writer = make_writer(self.settings)
             writer_name = writer.name
-            outcome = consolidating.run(batch, root, prog, h, writer, actor=who, limit=limit)
+            outcome = consolidating.run(
+                batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
+            )
         outcome.lessons_recalled = len(lessons)
         for bundle in sorted(outcome.bundles):
             wiki.regenerate(batch, root, prog, bundle)
@@ -260,6 +265,25 @@ class EngineVerbs:
             for line in path.read_text(encoding="utf-8").splitlines()
             if line.startswith("- ")
         ]
+
+    def _recaller(self, lessons: list[str]) -> consolidating.Recall:
+        """Recall first: the lessons, then the few experience episodes closest to a source."""
+        fixed = tuple(f"lesson: {line}" for line in lessons[:RECALL_LESSONS])
+
+        def recall(text: str) -> tuple[str, ...]:
+            found: list[str] = []
+            try:
+                hits = self.keyword_search(text, limit=RECALL_EPISODES * 4)
+            except InvalidInput:  # a source with no searchable words recalls only lessons
+                hits = []
+            for hit in hits:
+                if hit.path.startswith(EXPERIENCE_FOLDERS):
+                    found.append(f"episode {hit.path}: {hit.snippet or hit.title}")
+                if len(found) >= RECALL_EPISODES:
+                    break
+            return fixed + tuple(found)
+
+        return recall
 
     @staticmethod
     def _consolidate_insights(outcome: consolidating.Outcome) -> list[str]:
@@ -540,3 +564,8 @@ def _supported(why: dict[str, Any]) -> bool:
     if why.get("bm25_rank") is not None or why.get("mode", "bm25") == "bm25":
         return True
     return float(why.get("vector_score") or 0.0) >= TIER2_MIN_COSINE
+
+
+RECALL_LESSONS = 10
+RECALL_EPISODES = 3
+EXPERIENCE_FOLDERS = ("episodes/operational/", "episodes/life/", "episodes/signal/")

@@ -55,6 +55,7 @@ class WriteRequest:
     candidates: tuple[RelatedArticle, ...]
     budgets: Budgets
     harness: Harness
+    recall: tuple[str, ...] = ()  # lessons and relevant past episodes, recalled first
 
 
 @dataclass
@@ -265,6 +266,10 @@ class ModelWriter:
             f"At most {budgets.key_points} key points and {budgets.takeaways} takeaways.\n\n"
             f"{request.source.text}"
         )
+        if request.recall:
+            user += "\n\nLessons and past experience to respect:\n" + "\n".join(
+                f"- {line}" for line in request.recall
+            )
         payload = {
             "model": self.llm.model,
             "temperature": 0,
