@@ -1,7 +1,7 @@
 """The one service object: :class:`Memory`. Every interface (CLI, HTTP, MCP) calls it.
 
 Verbs are grouped in mixins by area, each in its own module; :class:`StoreVerbs`
-here holds the foundation verbs (write, read, search, grep, ls, memory report,
+here holds the foundation verbs (write, read, keyword search, grep, ls, memory report,
 merge, forget, reindex, doctor). Every verb brings the index in step with the
 files first (:meth:`StoreVerbs.sync`).
 """
@@ -288,27 +288,6 @@ class StoreVerbs:
         self.sync()
         size = self._limit(limit)
         return bm25(self.index.conn, query, filters or Filters(), size)
-
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        path_prefix: str | None = None,
-        kind: str | None = None,
-        type: str | None = None,
-        where: Iterable[str] | Mapping[str, Any] | None = None,
-        include_superseded: bool = False,
-    ) -> list[Hit]:
-        """Search the store; returns pointers (path, title, snippet, score), never bodies."""
-        flt = self.filters(
-            path_prefix=path_prefix,
-            kind=kind,
-            type=type,
-            where=where,
-            include_superseded=include_superseded,
-        )
-        return self.keyword_search(query, limit=limit, filters=flt)
 
     def _limit(self, limit: int | None) -> int:
         size = self.settings.search.default_limit if limit is None else limit
