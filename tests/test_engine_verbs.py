@@ -318,3 +318,25 @@ def test_demo_meets_its_targets(tmp_path: Path) -> None:
     assert [list(t.parents) for t in turns[1:]] == [[turns[0].id], [turns[1].id]]
     assert {item.ref for item in out["context"].items} >= {t.id for t in turns}
     assert out["context"].tokens <= out["context"].budget
+
+
+def test_bundle_add_list_remove_through_the_cli(eng: Memory) -> None:
+    from click.testing import CliRunner
+
+    from memdir.cli import cli
+
+    runner = CliRunner()
+    root = str(eng.root)
+    added = runner.invoke(
+        cli, ["--root", root, "bundle", "add", "cycling", "--scope", "bicycle chain"]
+    )
+    assert added.exit_code == 0, added.output
+    listed = runner.invoke(cli, ["--root", root, "bundle", "list"])
+    assert all(name in listed.output for name in ("kitchen", "garden", "cycling"))
+    assert "bicycle chain" in listed.output
+    assert (eng.root / "wiki/cycling/index.md").is_file()
+    removed = runner.invoke(cli, ["--root", root, "bundle", "remove", "cycling"])
+    assert removed.exit_code == 0, removed.output
+    program_text = (eng.root / "PROGRAM.md").read_text()
+    assert "cycling" not in program_text and "kitchen" in program_text
+    assert (eng.root / "wiki/cycling/index.md").is_file()  # articles and folders stay on disk
