@@ -460,7 +460,7 @@ def report_for_folder(root: Path, prefix: str | None = None, now: datetime | Non
     for rel, path in walk_markdown(root):
         try:
             raw = path.read_bytes()
-            mtime = path.stat().st_mtime
+            mtime = path.stat().st_mtime_ns / 1e9  # the same float the index derives
         except OSError:
             continue
         fm = frontmatter.parse(raw.decode("utf-8", errors="replace")).fm
