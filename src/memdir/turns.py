@@ -463,8 +463,9 @@ class TurnVerbs:
     index: Index
     settings: Settings
 
-    def sync(self) -> Any:  # provided by Memory
-        raise NotImplementedError
+    if TYPE_CHECKING:  # provided by StoreVerbs in Memory
+
+        def sync(self) -> Any: ...
 
     # -- writing -------------------------------------------------------------
 

@@ -43,9 +43,11 @@ class EngineVerbs:
     index: Index
     settings: Settings
 
-    def sync(self, *, force: bool = False) -> Any: ...  # provided by StoreVerbs
+    if TYPE_CHECKING:  # provided by StoreVerbs in Memory
 
-    def keyword_search(self, query: str, *, limit: int | None = None) -> Any: ...
+        def sync(self, *, force: bool = False) -> Any: ...
+
+        def keyword_search(self, query: str, *, limit: int | None = None) -> Any: ...
 
     # -- program and harness -------------------------------------------------------------
 
