@@ -238,3 +238,20 @@ def test_merge_is_idempotent_and_forget_hides(filled: Memory) -> None:
     assert count == 0
     with pytest.raises(InvalidInput):
         filled.merge("wiki/ops/rollback.md")
+
+
+def test_a_search_walks_the_files_once(filled: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = filled.index.sync
+
+    def counting(*, full: bool = False) -> object:
+        calls.append(1)
+        return real(full=full)
+
+    monkeypatch.setattr(filled.index, "sync", counting)
+    for mode in ("bm25", "auto", "hybrid"):
+        calls.clear()
+        filled.search("rollback", mode=mode)
+        assert len(calls) == 1, mode
+    filled.sync()
+    assert len(calls) == 2  # outside a search, sync is not held

@@ -22,8 +22,10 @@ from .fusion import Fused, add_boost, rrf
 from .index.search import Filters, Hit, bm25, fts_query, words
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from .embeddings import Embedder
-    from .index import Index
+    from .index import Index, SyncStats
     from .settings import Settings
     from .store import Store
     from .vectors import VectorIndex, VectorSyncStats
@@ -76,6 +78,8 @@ class RetrievalVerbs:
     if TYPE_CHECKING:  # provided by StoreVerbs in Memory
 
         def sync(self, *, force: bool = False) -> Any: ...
+
+        def synced(self) -> AbstractContextManager[SyncStats]: ...
 
         def keyword_search(
             self, query: str, *, limit: int | None = None, filters: Filters | None = None
@@ -207,18 +211,18 @@ class RetrievalVerbs:
         size = self._limit(limit)
         if not words(query):
             raise InvalidQuery("the query has no searchable words")
-        effective, _note = self.search_mode(mode)
-        if effective == "bm25":
-            hits = self.keyword_search(query, limit=size, filters=flt)
-            for hit in hits:
-                hit.why.setdefault("mode", "bm25")
-            return hits
-        self.sync()
-        vectors = self.vector_index()
-        vectors.sync(progress=progress)
-        if effective == "vector":
-            return self._vector_hits(query, size, flt)
-        return self._hybrid_hits(query, size, flt)
+        with self.synced():  # one walk of the files for the whole search
+            effective, _note = self.search_mode(mode)
+            if effective == "bm25":
+                hits = self.keyword_search(query, limit=size, filters=flt)
+                for hit in hits:
+                    hit.why.setdefault("mode", "bm25")
+                return hits
+            vectors = self.vector_index()
+            vectors.sync(progress=progress)
+            if effective == "vector":
+                return self._vector_hits(query, size, flt)
+            return self._hybrid_hits(query, size, flt)
 
     def _query_vector(self, query: str) -> Any:
         return self.embedder().embed([query])[0]

@@ -12,7 +12,8 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -135,6 +136,21 @@ class StoreVerbs:
         stats = self.sync(force=True)
         self._sync_held = True
         return stats
+
+    def synced(self) -> AbstractContextManager[SyncStats]:
+        """Sync once, then let the verbs called inside the block skip their own sync."""
+
+        @contextmanager
+        def block() -> Iterator[SyncStats]:
+            held = self._sync_held
+            stats = self.sync()
+            self._sync_held = True
+            try:
+                yield stats
+            finally:
+                self._sync_held = held
+
+        return block()
 
     def close(self) -> None:
         """Commit pending git work and close the index."""
