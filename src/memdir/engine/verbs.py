@@ -21,6 +21,8 @@ from .terms import slugify
 from .writer import make_writer
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from ..index import Index
     from ..settings import Settings
     from ..store import Store
@@ -48,6 +50,8 @@ class EngineVerbs:
         def sync(self, *, force: bool = False) -> Any: ...
 
         def keyword_search(self, query: str, *, limit: int | None = None) -> Any: ...
+
+        def synced(self) -> AbstractContextManager[Any]: ...
 
     # -- program and harness -------------------------------------------------------------
 
@@ -371,8 +375,8 @@ class EngineVerbs:
         """Tiered recall: snapshot, index walk, then search; pointers with citations."""
         if not question.strip():
             raise InvalidInput("query needs a question")
-        self.sync()
-        recall = self._recall(question)
+        with self.synced():  # one walk of the files for every tier
+            recall = self._recall(question)
         out = recall.to_dict()
         out["tokens_read"] = sum(
             _count_tokens((self._root / p).read_text(encoding="utf-8", errors="replace"))
@@ -396,9 +400,9 @@ class EngineVerbs:
 
     def evaluate(self) -> dict[str, Any]:
         """Run evals/questions.yaml through query; compare MRR with the previous run."""
-        self.sync()
         questions = evaluating.load_questions(self._root)
-        result = evaluating.score(questions, self._recall, _count_tokens, self._root)
+        with self.synced():  # one walk of the files for the whole question set
+            result = evaluating.score(questions, self._recall, _count_tokens, self._root)
         previous = [r for r in runs.history(self._root, "evaluate") if "mrr" in r.notes]
         before = float(previous[-1].notes["mrr"]) if previous else None
         result["label"] = runs.label(before, result["mrr"], lower_is_better=False)
