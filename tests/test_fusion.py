@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memdir.fusion import add_boost, rrf
+from memdir.fusion import add_boost, diversify, rrf
 
 
 def test_rrf_scores_and_why_by_hand() -> None:
@@ -50,3 +50,14 @@ def test_boost_is_recorded_and_reorders() -> None:
     assert boosted[0].boosts == {"neighbour": 0.05}
     assert boosted[0].score == pytest.approx(1 / 12 + 0.05)
     assert boosted[1].boosts == {}
+
+
+def test_diversify_keeps_the_head_then_shows_new_groups_first() -> None:
+    fused = rrf({"bm25": ["a1", "a2", "a3", "b1", "a4", "c1", "b2", "x"]}, k=10)
+    group = {"a1": "a", "a2": "a", "a3": "a", "a4": "a", "b1": "b", "b2": "b", "c1": "c"}
+    order = [f.key for f in diversify(fused, group, keep=2)]
+    # a1, a2 stay; then the first of each unseen group (b1, c1) and x (no group), then the rest.
+    assert order == ["a1", "a2", "b1", "c1", "x", "a3", "a4", "b2"]
+    assert [f.key for f in diversify(fused, group, keep=8)] == [f.key for f in fused]
+    assert [f.key for f in diversify(fused, {}, keep=0)] == [f.key for f in fused]
+    assert diversify([], group, keep=3) == []

@@ -16,6 +16,7 @@ from memdir.errors import InvalidInput
 from memdir.plugins import manager
 from memdir.service import Memory
 from memdir.store import Store
+from memdir.userhints import named_users, without_users
 from test_vectors import ToyPlugin
 
 
@@ -244,3 +245,60 @@ def test_a_large_backlog_keeps_auto_search_keyword_only(toy: None, root: Path) -
     with pytest.raises(InvalidInput, match="disabled"):
         off.search("zebra", mode="vector")
     off.close()
+
+
+def test_users_named_in_a_query() -> None:
+    users = ["Melanie", "Caroline", "x", "ann-marie"]
+    assert named_users("What did Melanie paint recently?", users) == ["Melanie"]
+    assert named_users("melanie's and CAROLINE’s plans", users) == ["Melanie", "Caroline"]
+    assert (
+        named_users("Melanies painting, x marks the spot", users) == []
+    )  # whole words; x too short
+    assert named_users("did ann-marie call?", users) == ["ann-marie"]
+    assert named_users("did ann call?", users) == []
+    assert without_users("What did Melanie's kids paint?", ["Melanie"]) == "What did kids paint?"
+    assert without_users("Melanie?", ["Melanie"]) == "Melanie?"  # nothing else left
+
+
+def test_a_named_user_lifts_their_turns_and_leaves_the_query_vector(
+    toy: None, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = _open(root, thread_weight=0.0, thread_boost=0.0, date_boost=0.0)
+    _turn(mem, "t/ann.md", "s1", "ann", "2023-03-01T10:00:00Z", "I baked sourdough bread today.")
+    _turn(mem, "t/bob.md", "s2", "bob", "2023-03-01T10:00:00Z", "I baked sourdough bread today.")
+    mem.embed()
+    embedder = mem.embedder()
+    seen: list[str] = []
+    real = embedder.embed
+
+    def recording(texts: list[str]) -> object:
+        seen.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "embed", recording)
+    for name in ("bob", "Ann"):
+        hits = mem.search(f"what did {name} bake", mode="hybrid", limit=2, path_prefix="t/")
+        assert hits[0].path == f"t/{name.lower()}.md"
+        assert hits[0].why["user_boost"] == pytest.approx(0.05)
+        assert "user_boost" not in hits[1].why
+    assert seen == ["what did bake", "what did bake"]
+    plain = mem.search("who baked bread", mode="hybrid", limit=2, path_prefix="t/")
+    assert all("user_boost" not in h.why for h in plain)
+    mem.close()
+
+
+def test_results_after_the_fifth_show_threads_not_yet_shown(toy: None, root: Path) -> None:
+    mem = _open(root)
+    for i in range(7):
+        _turn(mem, f"t/a{i}.md", "s1", "ann", f"2023-03-01T10:00:0{i}Z", f"Bread bread loaf {i}.")
+    _turn(mem, "t/b.md", "s2", "bob", "2023-04-01T10:00:00Z", "Rain again, and some bread.")
+    hits = mem.search("bread loaf", mode="hybrid", limit=8, path_prefix="t/")
+    paths = [h.path for h in hits]
+    assert all(p.startswith("t/a") for p in paths[:5])
+    assert paths[5] == "t/b.md"
+    assert sorted(paths[6:]) == sorted(
+        f"t/a{i}.md" for i in range(7) if f"t/a{i}.md" not in paths[:5]
+    )
+    # Scores are not re-ordered, only the positions after the fifth.
+    assert hits[5].score < hits[6].score
+    mem.close()

@@ -71,3 +71,28 @@ def add_boost(items: Sequence[Fused[K]], name: str, boosts: Mapping[K, float]) -
             item.boosts[name] = item.boosts.get(name, 0.0) + value
             item.score += value
     return sorted(items, key=lambda f: (-f.score, min(f.ranks.values(), default=1 << 30)))
+
+
+def diversify(
+    items: Sequence[Fused[K]], group_of: Mapping[K, Hashable], *, keep: int
+) -> list[Fused[K]]:
+    """Keep the first ``keep`` items; then put first the best item of each group not yet shown.
+
+    The rest follow in their order. Items without a group count as groups of their
+    own. A page of results then covers more groups (threads) without changing the
+    top ``keep``.
+    """
+    head = list(items[:keep])
+    seen = {group_of[f.key] for f in head if f.key in group_of}
+    first: list[Fused[K]] = []
+    rest: list[Fused[K]] = []
+    for item in items[keep:]:
+        group = group_of.get(item.key)
+        if group is None:
+            first.append(item)
+        elif group not in seen:
+            seen.add(group)
+            first.append(item)
+        else:
+            rest.append(item)
+    return head + first + rest

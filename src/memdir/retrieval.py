@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any
 
 from .errors import InvalidInput, InvalidQuery, MissingExtra, ProviderError
-from .fusion import Fused, add_boost, rrf
+from .fusion import Fused, add_boost, diversify, rrf
 from .index.search import Filters, Hit, bm25, fts_query, words
 
 if TYPE_CHECKING:
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from .vectors import VectorIndex, VectorSyncStats
 
 MODES = ("auto", "bm25", "vector", "hybrid")
+# Hybrid search: a turn by a user the query names gains this (see memdir.userhints).
+USER_BOOST = 0.05
+# Hybrid search: after this many results, the best hit of each thread not yet shown comes first.
+DIVERSIFY_AFTER = 5
 Progress = Callable[[int, int], None]
 
 
@@ -243,10 +247,13 @@ class RetrievalVerbs:
         return out
 
     def _hybrid_hits(self, query: str, size: int, flt: Filters) -> list[Hit]:
+        from .userhints import named_users, without_users
+
         opts = self.settings.search
         depth = max(opts.candidates, size * 2)
+        named = named_users(query, self._users())
         # The query is embedded on another thread while SQLite ranks words (both release the GIL).
-        pending = _background().submit(self._query_vector, query)
+        pending = _background().submit(self._query_vector, without_users(query, named))
         try:
             lexical_ids = self._lexical_ids(query, flt, depth)
             threads = self._thread_ranking(query, depth) if opts.thread_weight > 0 else {}
@@ -265,8 +272,12 @@ class RetrievalVerbs:
             fused, thread_ranks = self._thread_match(threads, fused, opts.thread_weight)
         if opts.date_boost > 0:
             fused = self._date_boost(query, fused, opts.date_boost, opts.date_scale_days)
+        if named and USER_BOOST > 0:
+            fused = self._user_boost(named, fused, USER_BOOST)
         if opts.neighbour_boost > 0:
             fused = self._neighbour_boost(fused, opts.neighbour_boost, flt)
+        if size > DIVERSIFY_AFTER and fused:
+            fused = diversify(fused, self._threads_of([f.key for f in fused]), keep=DIVERSIFY_AFTER)
         top = fused[:size]
         hits = self._hits_for([f.key for f in top])
         vscore = {h.doc_id: h.score for h in found}
@@ -375,6 +386,38 @@ class RetrievalVerbs:
             if when is not None:
                 boosts[int(row[0])] = weight * closeness(when, found, scale_days)
         return add_boost(fused, "date", boosts)
+
+    def _users(self) -> list[str]:
+        """The users of the visible documents (turn speakers), cached per index generation."""
+        generation = self.index.generation
+        cached: tuple[int, list[str]] | None = getattr(self, "_users_cache", None)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        users = [
+            str(r[0])
+            for r in self.index.conn.execute(
+                "SELECT DISTINCT user FROM docs WHERE user IS NOT NULL AND user != '' "
+                "AND hidden = 0"
+            )
+        ]
+        self._users_cache = (generation, users)
+        return users
+
+    def _user_boost(
+        self, named: list[str], fused: list[Fused[int]], weight: float
+    ) -> list[Fused[int]]:
+        """Lift candidates written by a user the query names ("What did Melanie paint?")."""
+        keys = [f.key for f in fused]
+        marks = ",".join("?" * len(keys))
+        wanted = {n.lower() for n in named}
+        boosts = {
+            int(r[0]): weight
+            for r in self.index.conn.execute(
+                f"SELECT id, user FROM docs WHERE id IN ({marks}) AND user IS NOT NULL", keys
+            )
+            if str(r[1]).lower() in wanted
+        }
+        return add_boost(fused, "user", boosts)
 
     def _threads_of(self, keys: list[int]) -> dict[int, str]:
         marks = ",".join("?" * len(keys))
