@@ -223,3 +223,86 @@ def test_durability_setting_is_checked(store_root: Path) -> None:
     fast.write("notes/fast.md", "# fast\n")
     fast.close()
     assert (store_root / "notes/fast.md").read_text() == "# fast\n"
+
+
+def test_full_durability_syncs_data_before_rename_and_folder_before_return(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order of the real calls: every staged file's data is synced before any rename,
+    the folder is synced after the renames, and the call returns only after both the folder
+    sync and ``after_rename`` (which already sees the files in place)."""
+    import threading
+
+    events: list[tuple[str, str]] = []
+    guard = threading.Lock()
+    real_fdatasync, real_fsync, real_replace = os.fdatasync, os.fsync, os.replace
+
+    def note(kind: str, what: str) -> None:
+        with guard:
+            events.append((kind, what))
+
+    def fdatasync(fd: int) -> None:
+        real_fdatasync(fd)
+        note("data", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self") else "")
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        note("folder", os.readlink(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self") else "")
+
+    def replace(src: str, dst: str) -> None:
+        real_replace(src, dst)
+        note("rename", str(dst))
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+
+    def after(results: list[object]) -> None:
+        assert (mem.root / "notes/d.md").read_text() == "# d\n"
+        assert (mem.root / "notes/d.jsonl").read_text() == "{}\n"
+        note("after", str(len(results)))
+
+    mem.store.write_files([("notes/d.jsonl", "{}\n"), ("notes/d.md", "# d\n")], after_rename=after)
+    note("returned", "")
+    kinds = [kind for kind, _ in events]
+    assert kinds.count("data") == 2 and kinds.count("rename") == 2
+    assert kinds.count("folder") == 1 and kinds.count("after") == 1
+    last_data = max(i for i, k in enumerate(kinds) if k == "data")
+    first_rename = kinds.index("rename")
+    last_rename = max(i for i, k in enumerate(kinds) if k == "rename")
+    assert last_data < first_rename
+    assert kinds.index("folder") > last_rename and kinds.index("after") > last_rename
+    assert kinds[-1] == "returned"
+    if os.path.exists("/proc/self"):
+        synced = [what for kind, what in events if kind == "data"]
+        assert all(Path(p).name.startswith((".d.jsonl.", ".d.md.")) for p in synced)
+        assert [what for kind, what in events if kind == "folder"] == [str(mem.root / "notes")]
+
+
+def test_a_failing_after_rename_leaves_the_files_written_and_committed(mem: Memory) -> None:
+    def boom(_results: list[object]) -> None:
+        raise RuntimeError("index down")
+
+    with pytest.raises(RuntimeError, match="index down"):
+        mem.store.write_files([("notes/e.md", "# e\n")], actor="ana", after_rename=boom)
+    assert (mem.root / "notes/e.md").read_text() == "# e\n"
+    assert not [p for p in (mem.root / "notes").iterdir() if p.name.endswith(".tmp")]
+    mem.store.commit_pending()
+    assert git_log(mem.root)[0] == "ana|write notes/e.md"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_writes_durably_after_the_parent_did(mem: Memory) -> None:
+    """The fsync helper threads do not survive a fork; the child makes its own."""
+    mem.store.write_files([("notes/p.md", "# p\n"), ("notes/p.jsonl", "{}\n")])
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            mem.store.write_files([("notes/c.md", "# c\n"), ("notes/c.jsonl", "{}\n")])
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (mem.root / "notes/c.md").read_text() == "# c\n"

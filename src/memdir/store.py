@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from importlib import resources
@@ -105,22 +108,94 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _stage(target: Path, data: bytes, durable: bool) -> str:
-    """Write ``data`` to a temp file beside ``target`` (synced when ``durable``)."""
+def _stage(target: Path, data: bytes) -> tuple[str, int]:
+    """Write ``data`` to a new temp file beside ``target``; return its name and open fd."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if durable:
-                os.fdatasync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fchmod(fd, 0o644)
     except BaseException:
+        os.close(fd)
         with suppress(OSError):
             os.unlink(tmp)
         raise
-    return tmp
+    return tmp, fd
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_mutex = threading.Lock()
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    """Threads that run fsync calls beside the caller (made again after a fork)."""
+    global _pool
+    with _pool_mutex:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(4, thread_name_prefix="memdir-sync"))
+        return _pool[1]
+
+
+def _run_all(calls: list[Callable[[], object]]) -> None:
+    """Run the calls at once (the last in this thread); raise the first failure."""
+    if len(calls) <= 1:
+        for call in calls:
+            call()
+        return
+    futures = [_sync_pool().submit(call) for call in calls[:-1]]
+    try:
+        calls[-1]()
+    finally:
+        errors = [f.exception() for f in futures]
+    for error in errors:
+        if error is not None:
+            raise error
+
+
+def stage_files(items: list[tuple[Path, bytes]], *, durable: bool = True) -> list[tuple[str, Path]]:
+    """Write each item to a temp file beside its target; with ``durable``, sync their data,
+    all at once (the kernel can share one journal commit among them). Renames nothing."""
+    staged: list[tuple[str, Path]] = []
+    fds: list[int] = []
+    try:
+        for target, data in items:
+            tmp, fd = _stage(target, data)
+            staged.append((tmp, target))
+            fds.append(fd)
+        if durable:
+            _run_all([functools.partial(os.fdatasync, fd) for fd in fds])
+    except BaseException:
+        discard_staged(staged)
+        raise
+    finally:
+        for fd in fds:
+            with suppress(OSError):
+                os.close(fd)
+    return staged
+
+
+def discard_staged(staged: list[tuple[str, Path]]) -> None:
+    for tmp, _target in staged:
+        with suppress(OSError):
+            os.unlink(tmp)
+
+
+def rename_staged(staged: list[tuple[str, Path]]) -> None:
+    """Move staged temp files over their targets (each rename is atomic)."""
+    try:
+        for tmp, target in staged:
+            os.replace(tmp, target)
+    except BaseException:
+        discard_staged(staged)
+        raise
+
+
+def sync_folders(targets: Iterable[Path]) -> None:
+    """Sync the folder of each target once (so renames into it are durable), all at once."""
+    folders = list(dict.fromkeys(target.parent for target in targets))
+    _run_all([functools.partial(_fsync_dir, folder) for folder in folders])
 
 
 def atomic_write(target: Path, data: bytes, *, durable: bool = True) -> None:
@@ -132,21 +207,12 @@ def atomic_write(target: Path, data: bytes, *, durable: bool = True) -> None:
 
 
 def atomic_write_many(items: list[tuple[Path, bytes]], *, durable: bool = True) -> None:
-    """Write several files atomically: stage and sync each, rename each, sync each folder once."""
-    staged: list[tuple[str, Path]] = []
-    try:
-        for target, data in items:
-            staged.append((_stage(target, data, durable), target))
-        for tmp, target in staged:
-            os.replace(tmp, target)
-    except BaseException:
-        for tmp, _target in staged:
-            with suppress(OSError):
-                os.unlink(tmp)
-        raise
+    """Write several files atomically: stage them and sync their data together, rename
+    each, then sync each folder once."""
+    staged = stage_files(items, durable=durable)
+    rename_staged(staged)
     if durable:
-        for folder in dict.fromkeys(target.parent for _tmp, target in staged):
-            _fsync_dir(folder)
+        sync_folders(target for _tmp, target in staged)
 
 
 class Store:
@@ -335,10 +401,17 @@ class Store:
         actor: str | None = None,
         message: str | None = None,
         provenance_value: tuple[str, str] | None = None,
+        after_rename: Callable[[list[WriteResult]], object] | None = None,
     ) -> list[WriteResult]:
         """Write several files together (e.g. a record and its sidecar): each atomic, the
         folders synced once, one commit. Every file is validated before any is written;
-        ``provenance_value`` applies to the markdown files."""
+        ``provenance_value`` applies to the markdown files.
+
+        The files are staged (and, with ``full`` durability, their data synced) before the
+        path locks are taken; under the locks they are only renamed. ``after_rename`` (for
+        example an index update) runs once every file is in place, while the folders are
+        being synced; the call returns after both.
+        """
         actor_name = (actor or "").strip() or "anonymous"
         prepared = [
             self._prepare(
@@ -350,17 +423,29 @@ class Store:
             )
             for rel, content in files
         ]
-        with contextlib.ExitStack() as stack:
-            for norm in sorted({norm for norm, _t, _r in prepared}, key=self._stripe_index):
-                stack.enter_context(self.lock(norm))
-            existed = [target.is_file() for _n, target, _r in prepared]
-            atomic_write_many([(t, r) for _n, t, r in prepared], durable=self.durable)
+        durable = self.durable
+        staged = stage_files([(t, r) for _n, t, r in prepared], durable=durable)
+        try:
+            with contextlib.ExitStack() as stack:
+                for norm in sorted({norm for norm, _t, _r in prepared}, key=self._stripe_index):
+                    stack.enter_context(self.lock(norm))
+                existed = [target.is_file() for _n, target, _r in prepared]
+                rename_staged(staged)
+        except BaseException:
+            discard_staged(staged)
+            raise
         results = [
             WriteResult(norm, content_hash(raw), len(raw), created=not was)
             for (norm, _t, raw), was in zip(prepared, existed, strict=True)
         ]
         names = [r.path for r in results]
         self._queue_commit(names, actor_name, message or f"write {', '.join(names)}")
+        calls: list[Callable[[], object]] = []
+        if durable:
+            calls.append(functools.partial(sync_folders, [t for _n, t, _r in prepared]))
+        if after_rename is not None:
+            calls.append(functools.partial(after_rename, results))
+        _run_all(calls)
         return results
 
     def _check_etag(self, norm: str, target: Path, if_match: str) -> None:

@@ -537,8 +537,13 @@ class TurnVerbs:
         files: list[tuple[str, str | bytes]] = [(rel, render_turn(record))]
         if raw_log:
             files.insert(0, (worklog_path(ident), raw_log))
-        self.store.write_files(files, actor=actor, message=message, provenance_value=prov_value)
-        self.index.sync_paths([rel])
+        self.store.write_files(
+            files,
+            actor=actor,
+            message=message,
+            provenance_value=prov_value,
+            after_rename=lambda _written: self.index.sync_paths([rel]),
+        )
         return record
 
     def _check_parents(self, parent_ids: Sequence[str]) -> None:
