@@ -197,3 +197,59 @@ def test_turn_text_keeps_what_was_said() -> None:
     assert turn_text(body, with_compact=False) == "I adopted a cat.\nNice!"
     assert turn_text(body, with_compact=True) == "I adopted a cat.\n- No tool calls.\nNice!"
     assert turn_text("# A note\n\ntext\n", with_compact=False) is None
+
+
+def test_int8_scores_stay_within_their_bounds() -> None:
+    pytest.importorskip("onnxruntime")
+    from memdir.vectorscan import Int8Scorer
+
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((3000, 48)).astype(np.float32)
+    matrix[:100, 0] *= 40.0  # rows with one dominant dimension: a coarse scale
+    matrix[100] = 0.0  # an empty row
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = matrix / np.where(norms > 0, norms, 1.0)
+    scorer = Int8Scorer(matrix)
+    for i in range(30):
+        query = matrix[i * 7] + 0.2 * rng.standard_normal(48).astype(np.float32)
+        query /= np.linalg.norm(query)
+        approx, bound = scorer.scores(query)
+        exact = matrix @ query
+        assert approx.shape == exact.shape == bound.shape
+        assert np.all(np.abs(exact - approx) <= bound)
+        assert float(np.abs(exact - approx).max()) < 0.05  # near, not only bounded
+    approx, _ = scorer.scores(np.zeros(48, dtype=np.float32))
+    assert not approx.any()
+
+
+def test_int8_first_pass_returns_the_exact_ranking(toy: None, root: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    mem = _open(root)
+    rng = np.random.default_rng(3)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for i in range(300):
+        said = " ".join(
+            "".join(rng.choice(list(letters), size=int(rng.integers(2, 9))))
+            for _ in range(int(rng.integers(3, 12)))
+        )
+        folder = "notes/a" if i % 3 else "notes/b"
+        mem.write(f"{folder}/n{i:03d}.md", f"# Note {i}\n\n{said}\n")
+    mem.embed()
+    vectors = mem.vector_index()
+    embedder = mem.embedder()
+    queries = ["quiet lake sunrise", "zzz xylophone", "a", "marathon training plan"]
+    plain = {}
+    for query in queries:
+        qvec = embedder.embed([query])[0]
+        for prefix in (None, "notes/b/"):
+            flt = mem.filters(path_prefix=prefix)
+            for limit in (1, 10, 120):
+                plain[query, prefix, limit] = vectors.search_vector(qvec, limit=limit, filters=flt)
+    vectors.quantise_from = 0
+    for (query, prefix, limit), want in plain.items():
+        qvec = embedder.embed([query])[0]
+        got = vectors.search_vector(qvec, limit=limit, filters=mem.filters(path_prefix=prefix))
+        assert [h.doc_id for h in got] == [h.doc_id for h in want]
+        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
+    assert vectors._int8 is not None  # the int8 pass did run
+    mem.close()

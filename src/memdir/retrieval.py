@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any
@@ -60,6 +61,10 @@ class ProgressPrinter:
 
 
 _pool: ThreadPoolExecutor | None = None
+# Query embeddings by (model id, text): an agent often asks the same thing again.
+QUERY_CACHE = 256
+_query_cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
+_query_lock = threading.Lock()
 _pool_lock = threading.Lock()
 
 
@@ -229,7 +234,19 @@ class RetrievalVerbs:
             return self._hybrid_hits(query, size, flt)
 
     def _query_vector(self, query: str) -> Any:
-        return self.embedder().embed([query])[0]
+        """The query's embedding; the last ``QUERY_CACHE`` queries per model are kept."""
+        embedder = self.embedder()
+        key = (embedder.model_id, query)
+        with _query_lock:
+            if key in _query_cache:
+                _query_cache.move_to_end(key)
+                return _query_cache[key]
+        vector = embedder.embed([query])[0]
+        with _query_lock:
+            _query_cache[key] = vector
+            while len(_query_cache) > QUERY_CACHE:
+                _query_cache.popitem(last=False)
+        return vector
 
     def _vector_hits(self, query: str, size: int, flt: Filters) -> list[Hit]:
         found = self.vector_index().search_vector(

@@ -14,7 +14,9 @@ thread says (``passage_links`` remembers which one); ``threads_fts`` holds one r
 thread with the words of all its visible documents (``thread_rows`` maps threads to rows).
 
 Search is exact: a float32 matrix of all chunk vectors, loaded lazily and
-reloaded when the index changes, scored with one matrix-vector product.
+reloaded when the index changes, scored with one matrix-vector product; from
+``QUANTISE_FROM`` rows on, an int8 copy is scored first and only the rows that can
+still be among the best are scored in float32 (``memdir.vectorscan``).
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ if TYPE_CHECKING:
 
     from .embeddings import Embedder
     from .index import Index
+    from .vectorscan import Int8Scorer
 
 Progress = Callable[[int, int], None]
+# From this many chunk vectors on, search scores an int8 copy first, then re-scores exactly.
+QUANTISE_FROM = 20_000
 
 
 @dataclass
@@ -244,6 +249,7 @@ class VectorIndex:
         chunk_tokens: int = 200,
         chunk_overlap: int = 40,
         batch_size: int = 32,
+        quantise_from: int = QUANTISE_FROM,
     ) -> None:
         import numpy
 
@@ -259,6 +265,8 @@ class VectorIndex:
         self._matrix: npt.NDArray[np.float32] | None = None
         self._rows: npt.NDArray[np.int64] | None = None  # doc id per matrix row
         self._chunk_rows: list[tuple[int, int, int]] = []  # (chunk_no, start, end)
+        self.quantise_from = quantise_from
+        self._int8: tuple[tuple[int, str] | None, Int8Scorer] | None = None
 
     # -- state ---------------------------------------------------------------------
 
@@ -529,39 +537,96 @@ class VectorIndex:
         self._chunk_rows = [(int(r[1]), int(r[2]), int(r[3])) for r in rows]
         self._loaded_key = key
 
+    def _scorer(self) -> Int8Scorer | None:
+        """The int8 first pass for a matrix of ``quantise_from`` rows or more (else None).
+
+        Built once per loaded matrix; None when onnxruntime is not installed.
+        """
+        matrix = self._matrix
+        if matrix is None or len(matrix) < self.quantise_from:
+            return None
+        if self._int8 is None or self._int8[0] != self._loaded_key:
+            try:
+                from .vectorscan import Int8Scorer
+
+                self._int8 = (self._loaded_key, Int8Scorer(matrix))
+            except ImportError:
+                self.quantise_from = 1 << 62
+                return None
+        return self._int8[1]
+
     def search_vector(
         self, qvec: Any, *, limit: int, filters: Filters | None = None
     ) -> list[VectorHit]:
-        """The ``limit`` best visible documents for a unit query vector (best chunk per doc)."""
+        """The ``limit`` best visible documents for a unit query vector (best chunk per doc).
+
+        Exact. A large matrix is first scored in int8 (:mod:`memdir.vectorscan`); the
+        candidates, and every row whose error bound lets it beat the ``limit``-th exact
+        score, are then scored in float32.
+        """
         np = self._np
         self.check_model()
         with self._lock:
             self._load()
             matrix, rows = self._matrix, self._rows
             chunk_rows = self._chunk_rows
+            scorer = self._scorer()
         if matrix is None or rows is None or not len(rows) or limit < 1:
             return []
-        scores = matrix @ np.asarray(qvec, dtype=np.float32).reshape(-1)
+        query = np.asarray(qvec, dtype=np.float32).reshape(-1)
         flt = filters or Filters()
-        want = min(len(scores), limit * 4 + 32)
+        total = len(rows)
+        if scorer is None:
+            order_by = matrix @ query
+            upper = None
+        else:
+            order_by, bound = scorer.scores(query)
+            upper = order_by + bound
+        want = min(total, limit * 4 + 32)
         while True:
-            if want >= len(scores):
-                top = np.argsort(-scores, kind="stable")
+            if want >= total:
+                picked = np.arange(total)
             else:
-                part = np.argpartition(-scores, want - 1)[:want]
-                top = part[np.argsort(-scores[part], kind="stable")]
-            best: dict[int, int] = {}
-            for i in top.tolist():
-                best.setdefault(int(rows[i]), i)
-            allowed = self._visible(list(best), flt)
-            hits = [
-                VectorHit(doc, float(scores[i]), *chunk_rows[i])
-                for doc, i in best.items()
-                if doc in allowed
-            ]
-            if len(hits) >= limit or want >= len(scores):
+                picked = np.argpartition(-order_by, want - 1)[:want]
+            exact = order_by[picked] if upper is None else matrix[picked] @ query
+            hits = self._best_docs(picked, exact, rows, chunk_rows, flt)
+            if upper is not None and len(hits) >= limit and want < total:
+                # Rows the int8 pass ranked lower but whose bound lets them beat the cut;
+                # only those whose exact score does can change the result.
+                cut = hits[limit - 1].score
+                extra = np.setdiff1d(np.flatnonzero(upper >= cut), picked)
+                if extra.size:
+                    more = matrix[extra] @ query
+                    beat = more >= cut
+                    if beat.any():
+                        picked = np.concatenate([picked, extra[beat]])
+                        exact = np.concatenate([exact, more[beat]])
+                        hits = self._best_docs(picked, exact, rows, chunk_rows, flt)
+            if len(hits) >= limit or want >= total:
                 return hits[:limit]
-            want = min(len(scores), want * 4)
+            want = min(total, want * 4)
+
+    def _best_docs(
+        self,
+        picked: Any,
+        exact: Any,
+        rows: Any,
+        chunk_rows: list[tuple[int, int, int]],
+        flt: Filters,
+    ) -> list[VectorHit]:
+        """Visible documents among the picked rows, best first, each by its best chunk."""
+        np = self._np
+        order = np.argsort(-exact, kind="stable")
+        best: dict[int, tuple[int, float]] = {}
+        for j in order.tolist():
+            i = int(picked[j])
+            best.setdefault(int(rows[i]), (i, float(exact[j])))
+        allowed = self._visible(list(best), flt)
+        return [
+            VectorHit(doc, score, *chunk_rows[i])
+            for doc, (i, score) in best.items()
+            if doc in allowed
+        ]
 
     def _visible(self, doc_ids: list[int], filters: Filters) -> set[int]:
         """The ids among ``doc_ids`` that pass the filters (hidden docs never do by default)."""
