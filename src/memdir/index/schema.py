@@ -89,4 +89,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # DAG walks read only indexes: a turn's doc id and the columns a walk returns by
+        # episode id, and a turn's parent ids by doc id (see memdir.turns)
+        "0300_turn_walk",
+        """
+        CREATE INDEX docs_turn_walk
+            ON docs(episode_id, type, hidden, path, thread, user, created);
+        CREATE INDEX links_src_kind ON links(src, kind, target);
+        """,
+    ),
 ]
