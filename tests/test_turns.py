@@ -174,6 +174,21 @@ def test_dag_walk_reads_no_files(tmem: Memory, monkeypatch: pytest.MonkeyPatch) 
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) <= 6
 
 
+def test_the_upward_walk_reads_only_covering_indexes(tmem: Memory) -> None:
+    """The recursive ancestors query never touches the docs or links table rows."""
+    ids = _dag(tmem)
+    statements: list[str] = []
+    tmem.index.conn.set_trace_callback(statements.append)
+    tmem._walk(ids["e"], 50, 1000, up=True)
+    tmem.index.conn.set_trace_callback(None)
+    walk = next(s for s in statements if "WITH RECURSIVE" in s)
+    plan = [str(row[3]) for row in tmem.index.conn.execute("EXPLAIN QUERY PLAN " + walk)]
+    searches = [line for line in plan if line.startswith("SEARCH")]
+    assert searches and all("COVERING INDEX" in line for line in searches), plan
+    assert any("docs_turn_walk" in line for line in searches)
+    assert any("links_src_kind" in line for line in searches)
+
+
 def _writer(root: str, n: int, tag: str) -> None:
     mem = Memory.open(root, overrides=NO_GIT)
     try:

@@ -617,26 +617,33 @@ class TurnVerbs:
                 "AND d.id = l.src AND +d.type = 'turn' AND w.depth < ?"
             )
         cap = limit * 20
-        rows = conn.execute(
-            f"WITH RECURSIVE walk(eid, depth) AS (SELECT ?, 0 UNION {step} LIMIT ?) "
-            "SELECT w.eid, min(w.depth) AS depth, count(*) AS n, d.path, d.thread, d.user, "
-            "d.created, d.hidden FROM walk w LEFT JOIN docs d "
-            "ON d.episode_id = w.eid AND +d.type = 'turn' GROUP BY w.eid",
+        # The walk dedups (turn, depth) pairs; ``best`` keeps each turn's smallest depth and
+        # how many pairs it made (for the cap). The covering indexes docs_turn_walk and
+        # links_src_kind let both the steps and the final look-up skip the table rows.
+        cur = conn.cursor()
+        cur.row_factory = None  # plain tuples: a walk can return a thousand rows
+        rows = cur.execute(
+            f"WITH RECURSIVE walk(eid, depth) AS (SELECT ?, 0 UNION {step} LIMIT ?), "
+            "best(eid, depth, n) AS (SELECT eid, min(depth), count(*) FROM walk GROUP BY eid) "
+            "SELECT b.eid, b.depth, b.n, d.path, d.thread, d.user, d.created, d.hidden "
+            "FROM best b LEFT JOIN docs d ON d.episode_id = b.eid AND +d.type = 'turn' "
+            "ORDER BY b.depth, b.eid DESC",
             (start, depth, cap),
         ).fetchall()
-        if not any(r["eid"] == start and r["path"] is not None for r in rows):
+        if not rows or rows[0][0] != start or rows[0][3] is None:
             raise NotFound(f"no such turn: {start}")
-        if sum(r["n"] for r in rows) < cap:
-            nodes = [
-                DagNode(r["eid"], r["path"], r["depth"], r["thread"] or "", r["user"] or "",
-                        r["created"] or "")
-                for r in rows
-                if r["eid"] != start and r["path"] is not None and not r["hidden"]
-            ]  # fmt: skip
-            nodes.sort(key=lambda n: n.id, reverse=True)
-            nodes.sort(key=lambda n: n.depth)
-            return nodes[:limit]
-        return self._walk_bfs(start, depth, limit, up)
+        if sum({r[0]: r[2] for r in rows}.values()) >= cap:
+            return self._walk_bfs(start, depth, limit, up)
+        nodes: list[DagNode] = []
+        seen = {start}
+        for eid, level, _n, path, thread, user, created, hidden in rows:
+            if path is None or hidden or eid in seen:
+                continue  # a dangling parent id, a forgotten turn, or a duplicate row
+            seen.add(eid)
+            nodes.append(DagNode(eid, path, level, thread or "", user or "", created or ""))
+            if len(nodes) == limit:
+                break
+        return nodes
 
     def _walk_bfs(self, start: str, depth: int, limit: int, up: bool) -> list[DagNode]:
         """Breadth-first over the index: one query per level, a visited set, no file read.
