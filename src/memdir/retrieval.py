@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .index import Index, SyncStats
     from .settings import Settings
     from .store import Store
-    from .vectors import VectorIndex, VectorSyncStats
+    from .vectors import FirstPass, VectorIndex, VectorSyncStats
 
 MODES = ("auto", "bm25", "vector", "hybrid")
 # Hybrid search: a turn by a user the query names gains this (see memdir.userhints).
@@ -269,14 +269,25 @@ class RetrievalVerbs:
         opts = self.settings.search
         depth = max(opts.candidates, size * 2)
         named = named_users(query, self._users())
-        # The query is embedded on another thread while SQLite ranks words (both release the GIL).
-        pending = _background().submit(self._query_vector, without_users(query, named))
+        vectors = self.vector_index()
+        loaded = vectors.loaded()
+        vector_query = without_users(query, named)
+
+        def first_pass() -> FirstPass | None:
+            # Embedding and scoring every row need no SQLite: they run on another thread
+            # while SQLite ranks words (onnxruntime, numpy and SQLite release the GIL).
+            qvec = self._query_vector(vector_query)
+            return None if loaded is None else vectors.score_rows(loaded, qvec)
+
+        pending = _background().submit(first_pass)
         try:
             lexical_ids = self._lexical_ids(query, flt, depth)
             threads = self._thread_ranking(query, depth) if opts.thread_weight > 0 else {}
         finally:
-            qvec = pending.result()
-        found = self.vector_index().search_vector(qvec, limit=depth, filters=flt)
+            scan = pending.result()
+        found = (
+            [] if scan is None else vectors.search_vector(None, limit=depth, filters=flt, scan=scan)
+        )
         fused = rrf(
             {"bm25": lexical_ids, "vector": [h.doc_id for h in found]},
             k=opts.rrf_k,

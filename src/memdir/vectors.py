@@ -66,6 +66,19 @@ class VectorHit:
     end: int
 
 
+@dataclass
+class FirstPass:
+    """A loaded matrix and, once scored for a query, every row's score (and bound)."""
+
+    matrix: Any
+    rows: Any
+    chunk_rows: list[tuple[int, int, int]]
+    scorer: Int8Scorer | None
+    query: Any = None
+    order_by: Any = None  # exact float32 scores, or int8 approximations
+    upper: Any = None  # approximation + error bound (None when exact)
+
+
 class ModelMismatch(ProviderError):
     """The store's vectors were made by another model than the configured one."""
 
@@ -555,33 +568,59 @@ class VectorIndex:
                 return None
         return self._int8[1]
 
+    def first_pass(self, qvec: Any) -> FirstPass | None:
+        """Load the matrix, then score every row (int8 with bounds, or float32 when small).
+
+        The scoring touches no SQLite, so hybrid search runs it on its worker thread;
+        :meth:`search_vector` finishes the ranking. None when there are no vectors.
+        """
+        scan = self.loaded()
+        return None if scan is None else self.score_rows(scan, qvec)
+
+    def score_rows(self, scan: FirstPass, qvec: Any) -> FirstPass:
+        """Score every row of a loaded matrix for this query (no SQLite: thread-safe)."""
+        np = self._np
+        scan.query = np.asarray(qvec, dtype=np.float32).reshape(-1)
+        if scan.scorer is None:
+            scan.order_by = scan.matrix @ scan.query
+        else:
+            scan.order_by, bound = scan.scorer.scores(scan.query)
+            scan.upper = scan.order_by + bound
+        return scan
+
+    def loaded(self) -> FirstPass | None:
+        """The loaded matrix (loading it first), ready for :meth:`score_rows`."""
+        self.check_model()
+        with self._lock:
+            self._load()
+            if self._matrix is None or self._rows is None or not len(self._rows):
+                return None
+            return FirstPass(self._matrix, self._rows, self._chunk_rows, self._scorer())
+
     def search_vector(
-        self, qvec: Any, *, limit: int, filters: Filters | None = None
+        self,
+        qvec: Any,
+        *,
+        limit: int,
+        filters: Filters | None = None,
+        scan: FirstPass | None = None,
     ) -> list[VectorHit]:
         """The ``limit`` best visible documents for a unit query vector (best chunk per doc).
 
         Exact. A large matrix is first scored in int8 (:mod:`memdir.vectorscan`); the
         candidates, and every row whose error bound lets it beat the ``limit``-th exact
-        score, are then scored in float32.
+        score, are then scored in float32. ``scan`` is a first pass already made for
+        this query (:meth:`first_pass`).
         """
         np = self._np
-        self.check_model()
-        with self._lock:
-            self._load()
-            matrix, rows = self._matrix, self._rows
-            chunk_rows = self._chunk_rows
-            scorer = self._scorer()
-        if matrix is None or rows is None or not len(rows) or limit < 1:
+        if scan is None:
+            scan = self.first_pass(qvec)
+        if scan is None or limit < 1:
             return []
-        query = np.asarray(qvec, dtype=np.float32).reshape(-1)
+        matrix, rows, chunk_rows = scan.matrix, scan.rows, scan.chunk_rows
+        query, order_by, upper = scan.query, scan.order_by, scan.upper
         flt = filters or Filters()
         total = len(rows)
-        if scorer is None:
-            order_by = matrix @ query
-            upper = None
-        else:
-            order_by, bound = scorer.scores(query)
-            upper = order_by + bound
         want = min(total, limit * 4 + 32)
         while True:
             if want >= total:
