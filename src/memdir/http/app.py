@@ -46,6 +46,19 @@ def create_app(memory: Memory, *, mcp: bool = True, require_auth: bool | None = 
         required=server.require_auth if require_auth is None else require_auth,
         config=memory.store.config_file,
     )
+    app = create_api(memory, registry, mcp=mcp)
+    app.add_middleware(ServerMiddleware, registry=registry, max_body_bytes=server.max_body_bytes)
+    return app
+
+
+def create_api(memory: Memory, registry: TokenRegistry, *, mcp: bool = True) -> FastAPI:
+    """The routes, error handlers and MCP mount, without :class:`ServerMiddleware`.
+
+    The caller guards it: :func:`create_app` adds the middleware; ``memdir serve``
+    wraps the middleware around :class:`~memdir.http.serving.DeferredApp`, which
+    loads this app after the server listens.
+    """
+    server = memory.settings.server
     mount = MCPMount(memory, registry, server.max_body_bytes) if mcp else None
 
     @asynccontextmanager
@@ -78,7 +91,6 @@ def create_app(memory: Memory, *, mcp: bool = True, require_auth: bool | None = 
     app.include_router(engine_routes.router)
     if mount is not None:
         app.router.routes.append(Route("/mcp", endpoint=mount, include_in_schema=False))
-    app.add_middleware(ServerMiddleware, registry=registry, max_body_bytes=server.max_body_bytes)
     return app
 
 

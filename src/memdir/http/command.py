@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..auth import is_loopback
-from ..errors import ConfigError
+from ..errors import ConfigError, MemdirError
 
 
 def server_settings(root: str | None) -> Any:
@@ -66,8 +66,10 @@ def serve_cmd(
     started = time.perf_counter()
     import uvicorn
 
-    from ..service import Memory
-    from .app import create_app
+    from ..auth import TokenRegistry
+    from ..settings import config_path
+    from .middleware import ServerMiddleware
+    from .serving import DeferredApp
 
     found, settings = server_settings(_root(ctx, root))
     conf = settings.server
@@ -80,27 +82,57 @@ def serve_cmd(
             "(memdir token create NAME --scope write), or listen on 127.0.0.1"
         )
     _configure_logging(conf.access_log)
-    mem = Memory.open(found, settings=settings)
-    app = create_app(mem, mcp=not no_mcp)
+    registry = TokenRegistry.from_settings(
+        conf.tokens, required=conf.require_auth, config=config_path(found)
+    )
+    mcp = not no_mcp
+
+    def load_api() -> Any:
+        # Runs in a worker thread once the server listens (see memdir.http.serving).
+        from ..service import Memory
+        from .app import create_api
+
+        mem = Memory.open(found, settings=settings)
+        try:
+            return create_api(mem, registry, mcp=mcp)
+        except BaseException:
+            mem.close()
+            raise
+
+    failures: list[Exception] = []
+
+    def failed(exc: Exception) -> None:
+        failures.append(exc)
+        server.should_exit = True
+
+    deferred = DeferredApp(load_api, on_failure=failed, started=started)
     config = uvicorn.Config(
-        app,
+        ServerMiddleware(deferred, registry=registry, max_body_bytes=conf.max_body_bytes),
         host=host,
         port=port,
         access_log=False,
         log_level="warning",
         timeout_graceful_shutdown=conf.shutdown_timeout_seconds,
         lifespan="on",
+        ws="none",
     )
+    server = uvicorn.Server(config)
     logging.getLogger("memdir.http").warning(
-        "memdir serving %s on http://%s:%d (auth %s; MCP %s); app built in %.2fs",
-        mem.root,
+        "memdir serving %s on http://%s:%d (auth %s; MCP %s); configured %.2fs after start, "
+        "the API loads once the server listens",
+        found,
         host,
         port,
         "on" if auth_on else "off, loopback only",
-        "off" if no_mcp or not app.state.mcp else "at /mcp",
+        "at /mcp" if mcp else "off",
         time.perf_counter() - started,
     )
-    uvicorn.Server(config).run()
+    server.run()
+    if failures:
+        exc = failures[0]
+        if isinstance(exc, MemdirError):
+            raise exc
+        raise click.ClickException(f"the server stopped: {exc}")
 
 
 def _configure_logging(access: bool) -> None:
