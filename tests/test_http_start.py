@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -241,3 +242,14 @@ def test_a_failed_load_answers_503_and_reports_it(store_root: Path) -> None:
         assert "the routes would not build" in error["message"]
         assert [str(e) for e in failures] == ["the routes would not build"]
         assert deferred.app is None
+
+
+def test_serve_on_a_taken_port_fails_without_loading_the_api(store_root: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("--root", str(store_root), "serve", "--port", str(port))
+    assert result.returncode != 0  # uvicorn exits with its start-up failure code
+    assert b"address already in use" in result.stderr.lower()
+    assert b"API loaded" not in result.stderr

@@ -105,7 +105,9 @@ def serve_cmd(
         failures.append(exc)
         server.should_exit = True
 
-    deferred = DeferredApp(load_api, on_failure=failed, started=started)
+    deferred = DeferredApp(
+        load_api, on_failure=failed, started=started, listening=lambda: server.started
+    )
     config = uvicorn.Config(
         ServerMiddleware(deferred, registry=registry, max_body_bytes=conf.max_body_bytes),
         host=host,

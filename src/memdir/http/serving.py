@@ -50,7 +50,11 @@ async def _send_json(send: Send, status: int, body: bytes) -> None:
 
 
 class DeferredApp:
-    """Serve health at once; load the API (``load()``, run in a thread) after listening."""
+    """Serve health at once; load the API (``load()``, run in a thread) after listening.
+
+    ``listening`` tells when the server's socket is bound (the load starts then);
+    without it the load starts with the lifespan.
+    """
 
     def __init__(
         self,
@@ -58,9 +62,11 @@ class DeferredApp:
         *,
         on_failure: Callable[[Exception], None] | None = None,
         started: float | None = None,
+        listening: Callable[[], bool] | None = None,
     ) -> None:
         self.load = load
         self.on_failure = on_failure
+        self.listening = listening
         self.started = time.perf_counter() if started is None else started
         self.app: ASGIApp | None = None
         self.error: str | None = None
@@ -107,6 +113,13 @@ class DeferredApp:
     async def _load_and_run(self) -> None:
         """Load the API, start its lifespan, serve until shutdown, then stop it."""
         assert self._done is not None and self._stopping is not None
+        # The lifespan starts before the socket is bound: wait for it, so the
+        # load does not hold up the first answer.
+        while self.listening is not None and not self.listening():
+            if self._stopping.is_set():  # the server stopped before it listened
+                self._done_set()
+                return
+            await anyio.sleep(0.002)
         try:
             app = await anyio.to_thread.run_sync(self.load)
         except Exception as exc:
