@@ -541,7 +541,9 @@ def test_build_report_matches_folder_report(tmp_path: Path) -> None:
 
     facts = [
         FileFacts.from_json(
-            facts_for(rel, frontmatter.parse(p.read_text()).fm, p.stat().st_mtime).to_json()
+            facts_for(
+                rel, frontmatter.parse(p.read_text()).fm, p.stat().st_mtime_ns / 1e9
+            ).to_json()
         )
         for rel, p in coverage.walk_markdown(tmp_path)
     ]

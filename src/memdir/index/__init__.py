@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..coverage import FileFacts
+from . import postings
 from .db import connect
 from .documents import DocRow, analyze
 from .scan import scan
@@ -225,12 +226,16 @@ class Index:
                 else:
                     rows.append(analyze(rel, raw, mtime_ns, len(raw)))
             with self.transaction() as conn:
+                written: list[int] = []
                 for row in rows:
-                    if self._upsert(conn, row):
+                    doc_id, new = self._upsert(conn, row)
+                    written.append(doc_id)
+                    if new:
                         stats.added += 1
                     else:
                         stats.updated += 1
                     stats.changed_paths.append(row.path)
+                postings.note_changes(conn, written)
                 if touched:
                     self._touch(conn, touched)
                 stats.touched += len(touched)
@@ -238,10 +243,14 @@ class Index:
                     self._bump(conn)
         if gone:
             with self.transaction() as conn:
+                deleted: list[int] = []
                 for rel in gone:
-                    if self._delete(conn, rel):
+                    gone_id = self._delete(conn, rel)
+                    if gone_id is not None:
+                        deleted.append(gone_id)
                         stats.removed += 1
                         stats.changed_paths.append(rel)
+                postings.note_changes(conn, deleted)
                 self._bump(conn)
 
     def _touch(self, conn: sqlite3.Connection, touched: list[tuple[str, int, int]]) -> None:
@@ -256,8 +265,8 @@ class Index:
                 (mtime_ns, size, facts.to_json(), rel),
             )
 
-    def _upsert(self, conn: sqlite3.Connection, row: DocRow) -> bool:
-        """Insert or replace one document; True when it is new."""
+    def _upsert(self, conn: sqlite3.Connection, row: DocRow) -> tuple[int, bool]:
+        """Insert or replace one document: its id, and True when it is new."""
         existing = conn.execute("SELECT id FROM docs WHERE path = ?", (row.path,)).fetchone()
         values = (
             row.walk_key,
@@ -305,27 +314,27 @@ class Index:
                 "INSERT INTO links(src, kind, target, label) VALUES (?, ?, ?, ?)",
                 [(doc_id, kind, target, label) for kind, target, label in row.links],
             )
-        return existing is None
+        return doc_id, existing is None
 
-    def _delete(self, conn: sqlite3.Connection, rel: str) -> bool:
+    def _delete(self, conn: sqlite3.Connection, rel: str) -> int | None:
+        """Drop one document's rows; its id, or None when it was not indexed."""
         row = conn.execute("SELECT id FROM docs WHERE path = ?", (rel,)).fetchone()
         if not row:
-            return False
+            return None
         doc_id = int(row[0])
         conn.execute("DELETE FROM links WHERE src = ?", (doc_id,))
         conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (doc_id,))
         conn.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
-        return True
+        return doc_id
 
     def remove(self, rels: Iterable[str]) -> int:
         """Drop index rows for paths (used by purge)."""
-        removed = 0
         with self.transaction() as conn:
-            for rel in rels:
-                removed += int(self._delete(conn, rel))
-            if removed:
+            deleted = [d for d in (self._delete(conn, rel) for rel in rels) if d is not None]
+            postings.note_changes(conn, deleted)
+            if deleted:
                 self._bump(conn)
-        return removed
+        return len(deleted)
 
     def rebuild(self) -> SyncStats:
         """Drop every derived row and index all files again."""

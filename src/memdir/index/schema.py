@@ -90,6 +90,22 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # cached postings of common words for BM25 (see memdir.index.postings)
+        "0200_postings",
+        """
+        CREATE VIRTUAL TABLE docs_fts_vocab USING fts5vocab(docs_fts, row);
+        CREATE TABLE fts_postings (
+            term TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            ids BLOB NOT NULL,
+            w BLOB NOT NULL,
+            dl BLOB NOT NULL
+        );
+        CREATE TABLE fts_log (doc_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+        CREATE INDEX fts_log_seq ON fts_log(seq);
+        """,
+    ),
+    (
         # DAG walks read only indexes: a turn's doc id and the columns a walk returns by
         # episode id, and a turn's parent ids by doc id (see memdir.turns)
         "0300_turn_walk",

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import InvalidQuery
+from . import postings
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words so common that they only slow an OR query down; dropped when others remain.
@@ -23,18 +24,24 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text or "")]
 
 
-def fts_query(text: str, *, keep_stopwords: bool = False) -> str:
-    """Turn any user string into a safe FTS5 query: quoted words joined by OR.
-
-    Quotes, colons, ``AND``, ``*``, parentheses and hyphens are treated as plain
-    text, so the result never raises an FTS5 syntax error.
-    """
+def query_words(text: str, *, keep_stopwords: bool = False) -> list[str]:
+    """The distinct words an OR query is made of (stopwords dropped when others remain)."""
     found = list(dict.fromkeys(words(text)))
     if not found:
         raise InvalidQuery("the query has no searchable words")
     if not keep_stopwords:
         content = [w for w in found if w not in STOPWORDS]
         found = content or found
+    return found
+
+
+def fts_query(text: str, *, keep_stopwords: bool = False) -> str:
+    """Turn any user string into a safe FTS5 query: quoted words joined by OR.
+
+    Quotes, colons, ``AND``, ``*``, parentheses and hyphens are treated as plain
+    text, so the result never raises an FTS5 syntax error.
+    """
+    found = query_words(text, keep_stopwords=keep_stopwords)
     return " OR ".join('"' + w.replace('"', "") + '"' for w in found)
 
 
@@ -84,11 +91,24 @@ class Filters:
 
 
 def bm25(
-    conn: sqlite3.Connection, query: str, filters: Filters, limit: int, *, offset: int = 0
+    conn: sqlite3.Connection,
+    query: str,
+    filters: Filters,
+    limit: int,
+    *,
+    offset: int = 0,
+    tuning: postings.Tuning = postings.DEFAULT,
 ) -> list[Hit]:
-    """Rank documents with BM25 (title weighted 3x the body)."""
+    """Rank documents with BM25 (title weighted 3x the body).
+
+    Queries whose words match many documents are ranked from cached postings
+    (:mod:`memdir.index.postings`, same scores); the others by FTS5 directly.
+    """
     match = fts_query(query)
     condition, params = filters.sql()
+    ranked = postings.rank(conn, query_words(query), condition, params, offset + limit, tuning)
+    if ranked is not None:
+        return _pointers(conn, match, ranked[offset:], offset)
     sql = (
         "SELECT d.path, d.title, d.type, d.memory_kind, "
         "snippet(docs_fts, 1, '[', ']', ' … ', 16) AS snip, "
@@ -98,14 +118,38 @@ def bm25(
     )
     rows = conn.execute(sql, (match, *params, limit, offset)).fetchall()
     return [
-        Hit(
-            path=row["path"],
-            title=row["title"],
-            snippet=" ".join(str(row["snip"] or "").split()),
-            score=round(-float(row["score"]), 4),
-            type=row["type"],
-            memory_kind=row["memory_kind"],
-            why={"bm25_rank": rank},
-        )
+        _hit(row, row["snip"], float(row["score"]), rank)
         for rank, row in enumerate(rows, start=offset + 1)
+    ]
+
+
+def _hit(row: sqlite3.Row, snippet: Any, score: float, rank: int) -> Hit:
+    return Hit(
+        path=row["path"],
+        title=row["title"],
+        snippet=" ".join(str(snippet or "").split()),
+        score=round(-score, 4),
+        type=row["type"],
+        memory_kind=row["memory_kind"],
+        why={"bm25_rank": rank},
+    )
+
+
+def _pointers(
+    conn: sqlite3.Connection, match: str, ranked: list[tuple[sqlite3.Row, float]], offset: int
+) -> list[Hit]:
+    """Hits for rows ranked outside FTS5, with FTS5's snippets for those rows only."""
+    if not ranked:
+        return []
+    ids = ",".join(str(int(row["id"])) for row, _ in ranked)
+    snippets = dict(
+        conn.execute(
+            "SELECT rowid, snippet(docs_fts, 1, '[', ']', ' … ', 16) FROM docs_fts "
+            f"WHERE docs_fts MATCH ? AND rowid IN ({ids})",
+            (match,),
+        ).fetchall()
+    )
+    return [
+        _hit(row, snippets.get(row["id"]), score, rank)
+        for rank, (row, score) in enumerate(ranked, start=offset + 1)
     ]
