@@ -42,6 +42,9 @@ def test_cached_report_matches_the_plain_walk_and_tracks_time(tmp_path: Path) ->
             walked = coverage.report_for_folder(root, prefix="episodes/", now=when)
             assert as_json(first) == as_json(walked)
             assert as_json(again) == as_json(walked)
+            text = mem.memory_report_text(now=when)  # what `memory report --json` prints
+            assert text.json == as_json(walked)
+            assert (text.coverage_pct, text.warnings) == (walked.coverage_pct, walked.warnings)
         assert mem.index.meta("memory_report:episodes/") is not None
         assert mem.memory_report(now=NOW + timedelta(days=45)).expired_count == 2
         assert mem.memory_report(now=NOW).expired_count == 1

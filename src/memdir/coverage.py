@@ -489,6 +489,29 @@ def report_to_json(report: Report) -> dict[str, Any]:
     return data
 
 
+def report_from_json(data: dict[str, Any]) -> Report:
+    """The inverse of :func:`report_to_json`."""
+
+    def entries(items: list[dict[str, str]]) -> list[FileEntry]:
+        return [FileEntry(e["path"], e.get("episode_id"), e.get("memory_kind")) for e in items]
+
+    return Report(
+        episodic_count=data["episodic_count"],
+        total_episodic=data["total_episodic"],
+        total_unmerged=data["total_unmerged"],
+        contradictions=data["contradictions"],
+        merged_from_refs=data["merged_from_refs"],
+        coverage_pct=float(data["coverage_pct"]),
+        avg_age_days=float(data["avg_age_days"]),
+        expired_count=int(data["expired_count"]),
+        contested_count=data["contested_count"],
+        scope_counts=data["scope_counts"],
+        episodic_files=entries(data["episodic_files"]),
+        unmerged=entries(data["unmerged"]),
+        warnings=list(data.get("warnings", [])),
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Go-compatible JSON
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import coverage, links, provenance
+from . import coverage, links, provenance, watch
 from .engine.verbs import EngineVerbs
 from .errors import InvalidInput, InvalidQuery, NotFound
 from .index import Difference, Index, SyncStats
@@ -124,7 +124,8 @@ class StoreVerbs:
         now = time.monotonic()
         if not force and interval > 0 and now - self._last_sync < interval:
             return SyncStats()
-        stats = self.index.sync()
+        # A running watcher (memdir.watch) saves the walk: it brings the index in step.
+        stats = SyncStats() if watch.confirm(self.store.root) else self.index.sync()
         self._last_sync = time.monotonic()
         return stats
 
@@ -368,35 +369,39 @@ class StoreVerbs:
     def memory_report(
         self, *, episodes_prefix: str | None = None, now: datetime | None = None
     ) -> coverage.Report:
-        """The KiwiFS-compatible coverage report, computed from the index.
+        """The KiwiFS-compatible coverage report, computed from the index."""
+        text = self.memory_report_text(episodes_prefix=episodes_prefix, now=now)
+        return coverage.report_from_json(json.loads(text.json))
 
-        The report is cached in the index's meta table under the index generation and the
-        prefix; a repeat call on an unchanged store only recomputes the two metrics that
-        depend on the time (``avg_age_days``, ``expired_count``).
+    def memory_report_text(
+        self, *, episodes_prefix: str | None = None, now: datetime | None = None
+    ) -> ReportText:
+        """The report as the exact JSON text KiwiFS prints, with what a caller checks.
+
+        The text is cached in the index's meta table under the index generation and the
+        prefix, with the inputs of the two metrics that depend on the time
+        (``avg_age_days``, ``expired_count``); a repeat call on an unchanged store only
+        computes those two and puts them in place.
         """
         self.sync()
         prefix = self.episodes_prefix(episodes_prefix)
         when = now or datetime.now(UTC)
         key = "memory_report:" + prefix
         generation = self.index.generation
-        cached = self.index.meta(key)
-        if cached is not None:
-            report = _cached_report(cached, generation, when)
-            if report is not None:
-                return report
-        cur = self.index.conn.cursor()
-        cur.row_factory = None
-        rows = cur.execute("SELECT facts FROM docs ORDER BY walk_key")
-        facts = [coverage.FileFacts.from_json(row[0]) for row in rows]
-        report = coverage.build_report(facts, prefix, when)
-        payload = _report_cache(report, facts, generation)
-        try:
-            with self.index.transaction() as conn:
-                if self.index.generation == generation:
-                    self.index.set_meta(conn, key, payload)
-        except sqlite3.Error:
-            pass  # a read-only index: serve without caching
-        return report
+        entry = _ReportEntry.load(self.index.meta(key), generation)
+        if entry is None:
+            cur = self.index.conn.cursor()
+            cur.row_factory = None
+            rows = cur.execute("SELECT facts FROM docs ORDER BY walk_key")
+            facts = [coverage.FileFacts.from_json(row[0]) for row in rows]
+            entry = _ReportEntry.build(facts, prefix, when, generation)
+            try:
+                with self.index.transaction() as conn:
+                    if self.index.generation == generation:
+                        self.index.set_meta(conn, key, entry.dumps())
+            except sqlite3.Error:
+                pass  # a read-only index: serve without caching
+        return entry.at(when)
 
     # -- index maintenance --------------------------------------------------------------
 
@@ -411,51 +416,83 @@ class StoreVerbs:
         return DoctorReport(self.index.compare())
 
 
-def _report_cache(report: coverage.Report, facts: list[coverage.FileFacts], gen: int) -> str:
-    """The report as cache JSON, with the inputs of its two time-dependent metrics."""
-    mtime_sum = 0.0
-    age_n = 0
-    for f in facts:  # the same sum, in the same order, as coverage.build_report
-        if not f.memory_status or f.memory_status == "active":
-            mtime_sum += f.mtime
-            age_n += 1
-    data = coverage.report_to_json(report)
-    data["generation"] = gen
-    data["mtime_sum"] = mtime_sum
-    data["age_n"] = age_n
-    data["expires"] = [f.expires_at for f in facts if f.expires_at is not None]
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+@dataclass
+class ReportText:
+    """The report's KiwiFS JSON (no trailing newline) and the fields commands check."""
+
+    json: str
+    coverage_pct: float
+    warnings: list[str]
 
 
-def _entries(items: list[dict[str, str]]) -> list[coverage.FileEntry]:
-    return [coverage.FileEntry(e["path"], e.get("episode_id"), e.get("memory_kind")) for e in items]
+# Placeholders for the time-dependent metrics, as coverage.go_string writes them; they come
+# before the file lists in KiwiFS's field order, so the first occurrence is the field.
+_AVG = "\x01avg_age_days"
+_EXPIRED = "\x01expired_count"
 
 
-def _cached_report(text: str, generation: int, now: datetime) -> coverage.Report | None:
-    """The cached report when it belongs to ``generation``, with time metrics for ``now``."""
-    try:
-        data = json.loads(text)
-        if data.get("generation") != generation:
-            return None
-        now_ts = now.timestamp()
-        age_n = int(data["age_n"])
-        return coverage.Report(
-            episodic_count=data["episodic_count"],
-            total_episodic=data["total_episodic"],
-            total_unmerged=data["total_unmerged"],
-            contradictions=data["contradictions"],
-            merged_from_refs=data["merged_from_refs"],
-            coverage_pct=float(data["coverage_pct"]),
-            avg_age_days=(now_ts - data["mtime_sum"] / age_n) / 86400.0 if age_n else 0.0,
-            expired_count=sum(1 for e in data["expires"] if e < now_ts),
-            contested_count=data["contested_count"],
-            scope_counts=data["scope_counts"],
-            episodic_files=_entries(data["episodic_files"]),
-            unmerged=_entries(data["unmerged"]),
-            warnings=list(data.get("warnings", [])),
+@dataclass
+class _ReportEntry:
+    """A cached report: its JSON text with placeholders, and what fills them."""
+
+    generation: int
+    mtime_sum: float
+    age_n: int
+    expires: list[float]
+    coverage_pct: float
+    warnings: list[str]
+    text: str
+
+    @classmethod
+    def build(
+        cls, facts: list[coverage.FileFacts], prefix: str, now: datetime, generation: int
+    ) -> _ReportEntry:
+        report = coverage.build_report(facts, prefix, now)
+        mtime_sum = 0.0
+        age_n = 0
+        for f in facts:  # the same sum, in the same order, as coverage.build_report
+            if not f.memory_status or f.memory_status == "active":
+                mtime_sum += f.mtime
+                age_n += 1
+        data = coverage.report_to_json(report)
+        data["avg_age_days"] = _AVG
+        data["expired_count"] = _EXPIRED
+        return cls(
+            generation=generation,
+            mtime_sum=mtime_sum,
+            age_n=age_n,
+            expires=[f.expires_at for f in facts if f.expires_at is not None],
+            coverage_pct=report.coverage_pct,
+            warnings=list(report.warnings),
+            text=coverage.dumps_go(data),
         )
-    except (ValueError, KeyError, TypeError, ZeroDivisionError):
-        return None
+
+    def dumps(self) -> str:
+        head = {k: v for k, v in self.__dict__.items() if k != "text"}
+        return json.dumps(head, ensure_ascii=False, separators=(",", ":")) + "\n" + self.text
+
+    @classmethod
+    def load(cls, value: str | None, generation: int) -> _ReportEntry | None:
+        """The cached entry when it belongs to ``generation``."""
+        if not value:
+            return None
+        head, _, text = value.partition("\n")
+        try:
+            data = json.loads(head)
+            if data.get("generation") != generation:
+                return None
+            return cls(**data, text=text)
+        except (ValueError, TypeError):
+            return None
+
+    def at(self, now: datetime) -> ReportText:
+        now_ts = now.timestamp()
+        n = self.age_n
+        avg = (now_ts - self.mtime_sum / n) / 86400.0 if n else 0.0
+        expired = sum(1 for e in self.expires if e < now_ts)
+        text = self.text.replace(coverage.go_string(_AVG), coverage.go_float(avg), 1)
+        text = text.replace(coverage.go_string(_EXPIRED), str(expired), 1)
+        return ReportText(text, self.coverage_pct, self.warnings)
 
 
 def _parse_provenance(value: str | None) -> tuple[str, str] | None:

@@ -58,18 +58,26 @@ def report_cmd(
             folder = Path.cwd()
     if folder is not None:
         report = coverage.report_for_folder(folder, prefix=episodes_prefix)
+        text = coverage.dumps_report(report) if as_json else coverage.render_text(report)
+        pct, warnings = report.coverage_pct, report.warnings
     else:
         with memory(ctx, chosen) as mem:
-            report = mem.memory_report(episodes_prefix=episodes_prefix)
-    for warning in report.warnings:
+            if as_json:  # served as cached text: no parsing, no encoding
+                cached = mem.memory_report_text(episodes_prefix=episodes_prefix)
+                text, pct, warnings = cached.json, cached.coverage_pct, cached.warnings
+            else:
+                report = mem.memory_report(episodes_prefix=episodes_prefix)
+                text = coverage.render_text(report)
+                pct, warnings = report.coverage_pct, report.warnings
+    for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
-        sys.stdout.write(coverage.dumps_report(report) + "\n")
+        sys.stdout.write(text + "\n")
     else:
-        click.echo(coverage.render_text(report), nl=False)
-    if fail_under is not None and report.coverage_pct < fail_under:
+        click.echo(text, nl=False)
+    if fail_under is not None and pct < fail_under:
         click.echo(
-            f"error: coverage {report.coverage_pct:.1f}% is below --fail-under {fail_under:g}%",
+            f"error: coverage {pct:.1f}% is below --fail-under {fail_under:g}%",
             err=True,
         )
         ctx.exit(1)

@@ -192,3 +192,38 @@ def doctor_cmd(ctx: click.Context, as_json: bool, root: str | None) -> None:
         click.echo("index in step with the files" if report.ok else "index differs from the files")
     if not report.ok:
         ctx.exit(1)
+
+
+@click.command("watch")
+@click.option("--quiet", is_flag=True, help="Print nothing but errors.")
+@root_flag
+@click.pass_context
+def watch_cmd(ctx: click.Context, quiet: bool, root: str | None) -> None:
+    """Keep the index in step as files change, until interrupted (Linux).
+
+    While it runs, other commands ask it instead of statting every file: an edit
+    made by hand reaches the index in milliseconds. `memdir serve` and `memdir mcp`
+    run the same watcher themselves.
+
+    Example: memdir watch &
+    """
+    import signal
+
+    from ..watch import Watcher
+
+    with memory(ctx, root, sync=False) as mem:
+        watcher = Watcher(mem.store.root, mem.index)
+        stats = watcher.start()
+        signal.signal(signal.SIGTERM, lambda *_: watcher.stop())
+        if not quiet:
+            click.echo(
+                f"watching {mem.store.root} ({len(watcher.folders)} folders; "
+                f"sync: {stats.changed} changed in {stats.seconds:.2f}s); Ctrl-C stops",
+                err=True,
+            )
+        try:
+            watcher.run()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            watcher.close()

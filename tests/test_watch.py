@@ -1,0 +1,129 @@
+"""The watcher keeps the index in step with edits made by hand, without a stat walk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from memdir import watch
+from memdir.errors import ConfigError
+from memdir.service import Memory
+from memdir.watch import Watcher
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+
+
+def indexed(mem: Memory) -> dict[str, str]:
+    rows = mem.index.conn.execute("SELECT path, hash FROM docs").fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def found(mem: Memory, word: str) -> list[str]:
+    return [h.path for h in mem.search(word, mode="bm25", limit=50)]
+
+
+@pytest.fixture
+def watched(mem: Memory) -> Iterator[tuple[Memory, Watcher]]:
+    (mem.root / "notes").mkdir()
+    (mem.root / "notes" / "a.md").write_text("---\ntitle: A\n---\nalpha text\n")
+    watcher = Watcher(mem.root, mem.index)
+    watcher.start_thread()
+    yield mem, watcher
+    watcher.stop()
+
+
+def test_hand_edits_reach_the_index_without_a_walk(watched: tuple[Memory, Watcher]) -> None:
+    mem, watcher = watched
+    root = mem.root
+    assert watch.running(root)
+    assert "notes/a.md" in indexed(mem)  # the start-up sync
+    # edited in place, created in a new folder, deleted, renamed
+    with open(root / "notes" / "a.md", "w") as f:
+        f.write("---\ntitle: A\n---\nbravo text\n")
+    (root / "notes" / "deep" / "er").mkdir(parents=True)
+    (root / "notes" / "deep" / "er" / "b.md").write_text("charlie\n")
+    (root / "notes" / "gone.md").write_text("delta\n")
+    stats = mem.sync()
+    assert stats.scanned == 0  # answered by the watcher
+    assert found(mem, "bravo") == ["notes/a.md"] and found(mem, "alpha") == []
+    assert found(mem, "charlie") == ["notes/deep/er/b.md"]
+    (root / "notes" / "gone.md").unlink()
+    os.rename(root / "notes" / "deep" / "er" / "b.md", root / "notes" / "c.md")
+    assert mem.sync().scanned == 0
+    paths = indexed(mem)
+    assert "notes/gone.md" not in paths and "notes/deep/er/b.md" not in paths
+    assert found(mem, "charlie") == ["notes/c.md"]
+    assert watcher.synced >= 5
+    assert mem.doctor().ok
+
+
+def test_a_moved_folder_is_followed(watched: tuple[Memory, Watcher]) -> None:
+    mem, _ = watched
+    root = mem.root
+    (root / "notes" / "sub").mkdir()
+    (root / "notes" / "sub" / "x.md").write_text("echo\n")
+    mem.sync()
+    os.rename(root / "notes" / "sub", root / "notes" / "moved")
+    mem.sync()
+    assert found(mem, "echo") == ["notes/moved/x.md"]
+    (root / "notes" / "moved" / "x.md").write_text("foxtrot\n")
+    mem.sync()
+    assert found(mem, "foxtrot") == ["notes/moved/x.md"]
+    assert mem.doctor().ok
+
+
+def test_one_watcher_per_store_and_none_after_stop(mem: Memory) -> None:
+    first = Watcher(mem.root, mem.index)
+    first.start_thread()
+    try:
+        with pytest.raises(ConfigError, match="already runs"):
+            Watcher(mem.root, mem.index).start()
+    finally:
+        first.stop()
+    assert not watch.running(mem.root)
+    assert not watch.confirm(mem.root)
+    (mem.root / "late.md").write_text("golf\n")
+    assert mem.sync().scanned > 0  # no watcher: the walk
+    assert found(mem, "golf") == ["late.md"]
+
+
+def test_an_overflow_asks_for_a_full_sync(mem: Memory) -> None:
+    watcher = Watcher(mem.root, mem.index)
+    assert watcher._event(-1, watch.IN_Q_OVERFLOW, "", set(), [])
+    pending: set[str] = set()
+    assert not watcher._event(-1, watch.IN_CLOSE_WRITE, "x.md", pending, [])
+    assert pending == set()  # unknown watch descriptor: ignored
+
+
+def test_the_watch_command(store_root: Path) -> None:
+    env = dict(os.environ)
+    env.pop("MEMDIR_ROOT", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memdir", "--root", str(store_root), "watch"],
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline().decode()
+        assert line.startswith("watching "), line
+        (store_root / "hand.md").write_text("---\ntitle: Hand\n---\nhotel india\n")
+        out = run_cli("--root", str(store_root), "search", "hotel", "--json")
+        assert out.returncode == 0, out.stderr
+        assert b"hand.md" in out.stdout
+        assert watch.running(store_root)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    deadline = time.monotonic() + 5
+    while watch.running(store_root) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not watch.running(store_root)
