@@ -127,6 +127,7 @@ def test_changes_after_caching_are_read_again(big: Memory) -> None:
 def test_a_word_with_many_changes_is_recomputed(big: Memory) -> None:
     conn = big.index.conn
     bm25(conn, "deploy", Filters(), 10, tuning=CACHED)
+    bm25(conn, "timeout", Filters(), 10, tuning=CACHED)
     seq = _cached_terms(conn)["deploi"]
     for n in range(5):
         (big.root / "wiki" / f"more-{n}.md").write_text(f"---\ntitle: m{n}\n---\ndeploy {n}\n")
@@ -135,6 +136,7 @@ def test_a_word_with_many_changes_is_recomputed(big: Memory) -> None:
     fts = bm25(conn, "deploy", Filters(), 50, tuning=FTS5)
     assert _key(bm25(conn, "deploy", Filters(), 50, tuning=tight)) == _key(fts)
     assert _cached_terms(conn)["deploi"] > seq
+    assert "timeout" not in _cached_terms(conn)  # as stale, dropped rather than kept
     # the log keeps nothing older than the oldest cached word
     oldest = min(_cached_terms(conn).values())
     assert conn.execute("SELECT count(*) FROM fts_log WHERE seq <= ?", (oldest,)).fetchone()[0] == 0

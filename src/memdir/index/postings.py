@@ -232,7 +232,11 @@ def _load(conn: sqlite3.Connection, token: str) -> tuple[int, Postings] | None:
 
 
 def _store(
-    conn: sqlite3.Connection, fresh: dict[str, Postings], seq: int, generation: str | None
+    conn: sqlite3.Connection,
+    fresh: dict[str, Postings],
+    seq: int,
+    generation: str | None,
+    dirty_max: int,
 ) -> None:
     """Keep freshly computed postings, unless the index changed since they were read."""
     import numpy as np
@@ -262,6 +266,13 @@ def _store(
                     )
                     for token, p in fresh.items()
                 ],
+            )
+            # Words too stale to be used again would be recomputed anyway: drop them,
+            # then the log entries no cached word needs.
+            conn.execute(
+                "DELETE FROM fts_postings WHERE "
+                "(SELECT count(*) FROM fts_log l WHERE l.seq > fts_postings.seq) > ?",
+                (dirty_max,),
             )
             conn.execute("DELETE FROM fts_log WHERE seq <= (SELECT min(seq) FROM fts_postings)")
         conn.execute("COMMIT")
@@ -305,7 +316,7 @@ def rank(
     if found is None:
         return None
     ranked, fresh, seq, generation = found
-    _store(conn, fresh, seq, generation)
+    _store(conn, fresh, seq, generation, tuning.dirty_max)
     return ranked
 
 
