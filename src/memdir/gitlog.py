@@ -63,6 +63,7 @@ class GitLog:
         self._lock = FileLock(root / ".memdir" / "git.lock", timeout=lock_timeout)
         self._pending: dict[str, tuple[set[str], list[str]]] = {}
         self._mutex = threading.Lock()
+        self._flushing = threading.Lock()  # one flush at a time; close waits for a running one
         self._waiter: threading.Thread | None = None
         self._deadline = 0.0
         self._first = 0.0
@@ -108,14 +109,31 @@ class GitLog:
         self.flush()
 
     def flush(self) -> None:
-        """Commit everything queued (one commit per actor)."""
-        with self._mutex:
-            pending, self._pending = self._pending, {}
-        if not pending:
-            return
-        with self._lock.hold():
-            for actor, (paths, messages) in pending.items():
-                self._commit(sorted(paths), actor, messages)
+        """Commit everything queued (one commit per actor).
+
+        Returns only when every write queued before the call is committed, even when a
+        background flush had already taken it. A failed commit puts its paths back in
+        the queue (a later flush retries them) and raises.
+        """
+        with self._flushing:
+            with self._mutex:
+                pending, self._pending = self._pending, {}
+            if not pending:
+                return
+            done: list[str] = []
+            try:
+                with self._lock.hold():
+                    for actor, (paths, messages) in pending.items():
+                        self._commit(sorted(paths), actor, messages)
+                        done.append(actor)
+            except BaseException:
+                with self._mutex:
+                    for actor, (paths, messages) in pending.items():
+                        if actor not in done:
+                            entry = self._pending.setdefault(actor, (set(), []))
+                            entry[0].update(paths)
+                            entry[1][:0] = [m for m in messages if m not in entry[1]]
+                raise
 
     def close(self) -> None:
         self.flush()
@@ -145,17 +163,23 @@ class GitLog:
         else:
             head = f"{len(paths)} changes by {actor}"
             message = head + "\n\n" + "\n".join(f"- {m}" for m in messages[:200])
-        out = run_git(
-            self.root, "commit", "-q", "--no-verify", "-m", message, actor=actor, check=False
+        env = _identity_env(actor)
+        done = subprocess.run(
+            ["git", "-C", str(self.root), "commit", "-q", "--no-verify", "-m", message],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
-        if out.strip():
-            # git -q prints only when it did not commit. That is fine when nothing is staged
-            # (another flush already committed these paths); anything else is an error.
+        if done.returncode != 0:
+            # Nothing to commit is fine (another flush already committed these paths);
+            # anything else is an error.
             staged = subprocess.run(
                 ["git", "-C", str(self.root), "diff", "--cached", "--quiet"],
                 capture_output=True,
-                env=_identity_env(actor),
+                env=env,
                 check=False,
             )
             if staged.returncode != 0:
-                raise GitError(f"git commit failed: {out.strip()}")
+                reason = (done.stderr or done.stdout).strip()
+                raise GitError(f"git commit failed: {reason}")

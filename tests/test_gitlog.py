@@ -1,0 +1,93 @@
+"""Batched git commits: a write is never lost, even when close meets a running flush."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memdir.errors import GitError
+from memdir.gitlog import GitLog
+from memdir.store import Store
+
+
+def tracked(root: Path) -> set[str]:
+    out = subprocess.run(
+        ["git", "-C", str(root), "ls-tree", "-r", "--name-only", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(out.split())
+
+
+def slow_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """A real git that takes ``seconds`` longer per call, as on a loaded machine."""
+    real = shutil.which("git")
+    assert real
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    wrapper = folder / "git"
+    wrapper.write_text(f'#!/bin/sh\nsleep {seconds}\nexec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_close_waits_for_a_flush_already_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = Store.init(tmp_path / "s")
+    slow_git(tmp_path, monkeypatch, 0.3)
+    log = GitLog(root, batch_seconds=0.05)
+    names = [f"f{n}.md" for n in range(3)]
+    for name in names:
+        (root / name).write_text(name)
+        log.queue([name], "ana", f"write {name}")
+    deadline = time.monotonic() + 5
+    while log._pending and time.monotonic() < deadline:  # the waiter has taken the queue
+        time.sleep(0.01)
+    assert not log._pending
+    log.close()  # must not return before the background commit is done
+    assert set(names) <= tracked(root)
+
+
+def test_a_failed_commit_keeps_its_paths_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = Store.init(tmp_path / "s")
+    log = GitLog(root)
+    (root / "a.md").write_text("a")
+    lock = root / ".git" / "index.lock"
+    lock.write_text("")  # another git holds the index
+    with pytest.raises(GitError):
+        log.queue(["a.md"], "ana", "write a")
+    assert "a.md" not in tracked(root)
+    lock.unlink()
+    log.flush()  # retried
+    assert "a.md" in tracked(root)
+    log.close()
+
+
+def test_many_threads_many_writes_all_committed(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s")
+    log = GitLog(root, batch_seconds=0.02)
+
+    def writer(k: int) -> None:
+        for n in range(15):
+            name = f"w{k}-{n}.md"
+            (root / name).write_text(name)
+            log.queue([name], f"actor{k}", f"write {name}")
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    log.close()
+    assert {f"w{k}-{n}.md" for k in range(4) for n in range(15)} <= tracked(root)
