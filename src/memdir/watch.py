@@ -22,8 +22,6 @@ Writes through ``mmap`` produce no inotify event and are not seen until a full s
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import itertools
@@ -132,6 +130,10 @@ class _Inotify:
     def __init__(self) -> None:
         if not sys.platform.startswith("linux"):
             raise ConfigError("watching a store needs Linux inotify; commands walk the files")
+        import ctypes
+        import ctypes.util
+
+        self._errno = ctypes.get_errno
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         self._add = libc.inotify_add_watch
         self._add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
@@ -146,7 +148,7 @@ class _Inotify:
     def add(self, path: str, mask: int) -> int:
         wd = int(self._add(self.fd, os.fsencode(path), mask))
         if wd < 0:
-            err = ctypes.get_errno()
+            err = self._errno()
             if err == errno.ENOSPC:
                 raise ConfigError(
                     "the kernel's inotify watch limit is reached "

@@ -8,24 +8,36 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import frontmatter, harness, program
+from .. import frontmatter, lazy
 from ..errors import InvalidDocument, InvalidInput, NotFound
 from ..ids import new_id
-from . import consolidate as consolidating
-from . import evaluate as evaluating
-from . import query as querying
-from . import refine as refining
-from . import reflect, runs, wiki
-from .files import Batch, markdown_under
-from .terms import slugify
-from .writer import make_writer
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from .. import harness, program
     from ..index import Index
     from ..settings import Settings
     from ..store import Store
+    from . import consolidate as consolidating
+    from . import evaluate as evaluating
+    from . import files, reflect, runs, terms, wiki
+    from . import query as querying
+    from . import refine as refining
+    from . import writer as writing
+else:  # loaded when a verb first needs them (memdir.lazy)
+    harness = lazy.module("memdir.harness")
+    program = lazy.module("memdir.program")
+    consolidating = lazy.module("memdir.engine.consolidate")
+    evaluating = lazy.module("memdir.engine.evaluate")
+    querying = lazy.module("memdir.engine.query")
+    refining = lazy.module("memdir.engine.refine")
+    files = lazy.module("memdir.engine.files")
+    reflect = lazy.module("memdir.engine.reflect")
+    runs = lazy.module("memdir.engine.runs")
+    terms = lazy.module("memdir.engine.terms")
+    wiki = lazy.module("memdir.engine.wiki")
+    writing = lazy.module("memdir.engine.writer")
 
 ACTOR = "memdir-engine"
 
@@ -78,7 +90,7 @@ class EngineVerbs:
             "ok",
             {"sha256": current.sha256[:12], "previous": (before or "none")[:12]},
         )
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         batch.add_private("config.toml")
         batch.add_private("runs.tsv")
         batch.commit(f"harness accept: pin HARNESS.md {current.sha256[:12]}")
@@ -91,7 +103,7 @@ class EngineVerbs:
         self._harness(writing=True)
         text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
         new = program.add_bundle(text, name, scope)
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         batch.write("PROGRAM.md", new)
         prog = self.program()
         wiki.regenerate(batch, self._root, prog, name)
@@ -120,7 +132,7 @@ class EngineVerbs:
         """Remove a bundle from PROGRAM.md (its articles stay on disk)."""
         self._harness(writing=True)
         text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         batch.write("PROGRAM.md", program.remove_bundle(text, name))
         kept = len(wiki.articles(self._root, name))
         wiki.regenerate_top(batch, self._root, self.program())
@@ -152,7 +164,7 @@ class EngineVerbs:
                 raise InvalidDocument(f"{name}: the source is empty")
             prepared.append((name, text))
         out = []
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         for name, text in prepared:
             eid = new_id()
             parsed = frontmatter.parse(text)
@@ -173,7 +185,7 @@ class EngineVerbs:
                 kind, ident = prov_mod.parse(provenance) if provenance else ("ingest", name)
                 who = (actor or "").strip() or "anonymous"
                 fm["derived-from"] = [prov_mod.derived_entry(kind, ident, who)]
-            stem = slugify(Path(name).stem if name != "-" else "stdin", 40)
+            stem = terms.slugify(Path(name).stem if name != "-" else "stdin", 40)
             rel = f"inbox/{eid}-{stem}.md"
             batch.write(rel, frontmatter.render(fm, body))
             out.append({"path": rel, "episode_id": eid, "source": name})
@@ -202,7 +214,7 @@ class EngineVerbs:
         if plan:
             return consolidating.plan(root, prog, h, recall=recall)
         who = (actor or "").strip() or ACTOR
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         if apply is not None:
             data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
             accepted = consolidating.validate_apply(root, prog, h, data)
@@ -213,7 +225,7 @@ class EngineVerbs:
                 outcome.bundles.add(request.bundle)
             writer_name = "agent"
         else:
-            writer = make_writer(self.settings)
+            writer = writing.make_writer(self.settings)
             writer_name = writer.name
             outcome = consolidating.run(
                 batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
@@ -307,7 +319,7 @@ class EngineVerbs:
 
     def _operational(
         self,
-        batch: Batch,
+        batch: files.Batch,
         verb: str,
         *,
         situation: str,
@@ -341,13 +353,13 @@ class EngineVerbs:
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""
         self.sync()
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         result = self._refine_into(batch, label_run=True, name=label)
         batch.commit(f"refine: drift {result['drift']} ({result['label']})")
         return result
 
     def _refine_into(
-        self, batch: Batch, *, label_run: bool, name: str | None = None
+        self, batch: files.Batch, *, label_run: bool, name: str | None = None
     ) -> dict[str, Any]:
         h = harness.load(self._root)
         audit = refining.audit(self._root, self.program(), h)
@@ -417,7 +429,7 @@ class EngineVerbs:
         for tier, value in result["recall_by_tier"].items():
             notes[f"recall_tier{tier}"] = value
         runs.append(self._root, "evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         batch.add_private("runs.tsv")
         self._operational(
             batch,
@@ -457,9 +469,8 @@ class EngineVerbs:
         if not situation.strip():
             raise InvalidInput("an episode needs a situation")
         now = reflect.now_utc()
-        base = (
-            f"life-{now:%Y-%m-%d}" if kind == "life" else f"signal-{slugify(slug or situation, 40)}"
-        )
+        signal = f"signal-{terms.slugify(slug or situation, 40)}"
+        base = f"life-{now:%Y-%m-%d}" if kind == "life" else signal
         eid, n = base, 2
         while list((self._root / "episodes" / kind).rglob(f"{eid}.md")):
             eid, n = f"{base}-{n}", n + 1
@@ -475,7 +486,7 @@ class EngineVerbs:
             insights=list(insights),
             tags=list(tags),
         )
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         batch.write(rel, text)
         batch.commit(f"episode add {eid}")
         self.sync()
@@ -485,7 +496,7 @@ class EngineVerbs:
         """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
         self._harness(writing=True)
         self.sync()
-        batch = Batch(self.store)
+        batch = files.Batch(self.store)
         result = self._reflect_into(batch, now=now)
         self._operational(
             batch,
@@ -513,12 +524,12 @@ class EngineVerbs:
         self.sync()
         return result
 
-    def _reflect_into(self, batch: Batch, *, now: datetime | None = None) -> dict[str, Any]:
+    def _reflect_into(self, batch: files.Batch, *, now: datetime | None = None) -> dict[str, Any]:
         moment = now or reflect.now_utc()
         prog = self.program()
         episodes: list[reflect.Episode] = []
         for folder in refining.EXPERIENCE:
-            for rel in markdown_under(self._root, folder):
+            for rel in files.markdown_under(self._root, folder):
                 ep, _ = reflect.read_episode(
                     rel, (self._root / rel).read_text(encoding="utf-8", errors="replace")
                 )

@@ -25,8 +25,7 @@ import functools
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,8 +35,7 @@ B = 0.75
 WEIGHTS = (3.0, 1.0)  # title, body: the weights the query passes to bm25()
 
 
-@dataclass(frozen=True)
-class Tuning:
+class Tuning(NamedTuple):
     """When the cached path is used (defaults measured at 100k documents)."""
 
     numpy_min: int = 2000  # total matches below which FTS5 ranks directly
@@ -49,8 +47,7 @@ class Tuning:
 DEFAULT = Tuning()
 
 
-@dataclass
-class Postings:
+class Postings(NamedTuple):
     ids: np.ndarray[Any, Any]
     w: np.ndarray[Any, Any]  # weighted term frequency
     dl: np.ndarray[Any, Any]  # row length in tokens (all columns)
@@ -58,12 +55,6 @@ class Postings:
     @property
     def df(self) -> int:
         return int(self.ids.shape[0])
-
-
-@dataclass
-class Ranked:
-    doc_id: int
-    score: float  # FTS5's bm25() value (negative: lower is better)
 
 
 def varints(blob: bytes) -> list[int]:
