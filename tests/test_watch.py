@@ -127,3 +127,34 @@ def test_the_watch_command(store_root: Path) -> None:
     while watch.running(store_root) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not watch.running(store_root)
+
+
+def test_serve_watches_the_store(store_root: Path) -> None:
+    import httpx
+
+    from http_server import free_port
+    from test_http_start import wait_for_health
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, MEMDIR_EMBEDDINGS_ENABLED="false")
+    env.pop("MEMDIR_ROOT", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memdir", "--root", str(store_root), "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_for_health(url, proc)
+        with httpx.Client(base_url=url, timeout=60) as client:
+            assert client.get("/v1/search", params={"q": "anything"}).status_code == 200
+            assert watch.running(store_root)
+            # by hand, then at once: no walk interval to wait for
+            (store_root / "by-hand.md").write_text("---\ntitle: By hand\n---\nkilo lima\n")
+            hits = client.get("/v1/search", params={"q": "kilo", "mode": "bm25"}).json()
+            assert [h["path"] for h in hits] == ["by-hand.md"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert not watch.running(store_root)

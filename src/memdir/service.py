@@ -21,7 +21,7 @@ from typing import Any
 
 from . import coverage, links, provenance, watch
 from .engine.verbs import EngineVerbs
-from .errors import InvalidInput, InvalidQuery, NotFound
+from .errors import ConfigError, InvalidInput, InvalidQuery, NotFound
 from .index import Difference, Index, SyncStats
 from .index.search import Filters, Hit, bm25
 from .retrieval import RetrievalVerbs
@@ -113,6 +113,7 @@ class StoreVerbs:
     settings: Settings
     _last_sync: float
     _sync_held: bool
+    _watcher: watch.Watcher | None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -153,8 +154,30 @@ class StoreVerbs:
 
         return block()
 
+    def start_watcher(self) -> bool:
+        """Keep the index in step from change events (servers; see :mod:`memdir.watch`).
+
+        Starts a watcher thread unless one already runs for the store (then this process
+        asks that one) or the platform has no inotify. While one runs, every verb's sync
+        is a round trip to it, so the sync interval no longer applies. True when this
+        process or another one watches the store.
+        """
+        if watch.running(self.store.root):
+            return True
+        watcher = watch.Watcher(self.store.root, self.index)
+        try:
+            watcher.start_thread()
+        except (ConfigError, OSError):
+            return False
+        self._watcher = watcher
+        self.settings = self.settings.replace(store={"sync_interval_seconds": 0.0})
+        return True
+
     def close(self) -> None:
-        """Commit pending git work and close the index."""
+        """Stop a watcher this process runs, commit pending git work and close the index."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
         self.store.close()
         self.index.close()
 
@@ -532,6 +555,7 @@ class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
         self.settings = settings
         self._last_sync = 0.0
         self._sync_held = False
+        self._watcher = None
 
     @classmethod
     def open(

@@ -108,6 +108,7 @@ class ServerSettings:
     git_batch_seconds: float = 0.5
     shutdown_timeout_seconds: float = 30.0
     access_log: bool = True
+    watch: bool = True
 
 
 @dataclass(frozen=True)

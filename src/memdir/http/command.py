@@ -94,6 +94,8 @@ def serve_cmd(
 
         mem = Memory.open(found, settings=settings)
         try:
+            if settings.server.watch:
+                mem.start_watcher()
             return create_api(mem, registry, mcp=mcp)
         except BaseException:
             mem.close()

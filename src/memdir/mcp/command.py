@@ -44,6 +44,8 @@ def mcp_cmd(ctx: click.Context, root: str | None) -> None:
     found, settings = _settings(chosen)
     mem = Memory.open(found, settings=settings)
     try:
+        if settings.server.watch:
+            mem.start_watcher()
         build_server(mem).run("stdio")
     finally:
         mem.close()
