@@ -1,6 +1,6 @@
 """Search latency at scale: vector and hybrid search over N documents.
 
-    python bench/vector_scale.py [--docs 100000] [--queries 200] [--keep DIR]
+    python bench/vector_scale.py [--docs 100000] [--queries 200] [--keep DIR [--reuse]]
     python bench/vector_scale.py --embed 10000
 
 Writes N short markdown documents (random words from a fixed vocabulary, 20 per
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", type=Path, help="build the store here and keep it")
+    parser.add_argument("--reuse", action="store_true", help="reuse the --keep store if built")
     parser.add_argument("--embed", type=int, help="embed N turn records for real instead")
     parser.add_argument("--vocab", choices=["zipf", "small"], default="zipf")
     args = parser.parse_args(argv)
@@ -279,18 +280,23 @@ def main(argv: list[str] | None = None) -> int:
     queries = queries[: args.queries]
     try:
         t = time.perf_counter()
-        mem = build(root, args.docs, args.seed, words)
-        mem.sync()
-        print(
-            f"wrote and indexed {args.docs} docs in {time.perf_counter() - t:.1f} s",
-            file=sys.stderr,
-        )
-        t = time.perf_counter()
-        count = fill_vectors(mem, args.seed)
-        print(
-            f"stored passages and {count} synthetic vectors in {time.perf_counter() - t:.1f} s",
-            file=sys.stderr,
-        )
+        if args.reuse and (root / ".memdir" / "index.db").is_file():
+            mem = open_memory(root)  # built by an earlier run with --keep
+            count = int(mem.index.conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            print(f"reusing {root}: {count} vectors", file=sys.stderr)
+        else:
+            mem = build(root, args.docs, args.seed, words)
+            mem.sync()
+            print(
+                f"wrote and indexed {args.docs} docs in {time.perf_counter() - t:.1f} s",
+                file=sys.stderr,
+            )
+            t = time.perf_counter()
+            count = fill_vectors(mem, args.seed)
+            print(
+                f"stored passages and {count} synthetic vectors in {time.perf_counter() - t:.1f} s",
+                file=sys.stderr,
+            )
         t = time.perf_counter()
         mem.vector_index()._load()
         load_s = time.perf_counter() - t
