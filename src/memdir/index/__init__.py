@@ -9,6 +9,7 @@ only (:meth:`Index.sync_paths`).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ..coverage import FileFacts
 from . import postings
-from .db import connect
+from .db import PENDING_INDEXES, connect, create_pending_indexes
 from .documents import DocRow, analyze
 from .scan import scan
 
@@ -342,7 +343,23 @@ class Index:
         for suffix in ("", "-wal", "-shm"):
             with suppress(FileNotFoundError):
                 os.unlink(str(self.path) + suffix)
-        return self.sync(full=True)
+        # Bulk load: the secondary indexes of docs and links are built once at the end
+        # (one sort each) instead of row by row (100k files: 65 s -> see docs/benchmarks.md).
+        # A rebuild killed before the end leaves their definitions in the meta table, and
+        # the next open creates them (memdir.index.db.connect).
+        with self.transaction() as conn:
+            later = conn.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+                "AND tbl_name IN ('docs', 'links') AND sql IS NOT NULL"
+            ).fetchall()
+            self.set_meta(conn, PENDING_INDEXES, json.dumps([sql for _n, sql in later]))
+            for name, _sql in later:
+                conn.execute(f'DROP INDEX "{name}"')
+        try:
+            return self.sync(full=True)
+        finally:
+            with self.transaction() as conn:
+                create_pending_indexes(conn)
 
     # -- verification -----------------------------------------------------------------
 

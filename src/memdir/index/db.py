@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -22,7 +24,28 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute("PRAGMA cache_size = -32000")
     migrate(conn)
+    if conn.execute("SELECT 1 FROM meta WHERE key = ?", (PENDING_INDEXES,)).fetchone():
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            create_pending_indexes(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
     return conn
+
+
+PENDING_INDEXES = "pending_indexes"
+
+
+def create_pending_indexes(conn: sqlite3.Connection) -> None:
+    """Create the indexes a bulk rebuild dropped (in the caller's transaction)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (PENDING_INDEXES,)).fetchone()
+    if row is None:
+        return
+    for sql in json.loads(row[0]):
+        conn.execute(re.sub(r"^CREATE (UNIQUE )?INDEX ", r"CREATE \1INDEX IF NOT EXISTS ", sql))
+    conn.execute("DELETE FROM meta WHERE key = ?", (PENDING_INDEXES,))
 
 
 def applied_migrations(conn: sqlite3.Connection) -> list[str]:
