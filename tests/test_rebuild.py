@@ -54,3 +54,19 @@ def test_a_rebuild_killed_midway_gets_its_indexes_back(mem: Memory) -> None:
         assert indexes(again) == before
     finally:
         again.close()
+
+
+def test_a_bulk_sync_leaves_an_empty_write_ahead_log(mem: Memory) -> None:
+    from memdir.index import BULK_CHANGES
+
+    folder = mem.root / "bulk"
+    folder.mkdir()
+    for n in range(BULK_CHANGES):
+        (folder / f"b{n}.md").write_text(f"bulk {n}\n")
+    stats = mem.sync()
+    assert stats.added >= BULK_CHANGES
+    wal = mem.index.path.parent / (mem.index.path.name + "-wal")
+    assert wal.stat().st_size == 0
+    (folder / "one.md").write_text("one more\n")
+    mem.sync()
+    assert wal.stat().st_size > 0  # a small sync leaves the log to SQLite
