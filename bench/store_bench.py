@@ -74,6 +74,10 @@ QUERIES = [
     "trace span log metric",
 ]
 ENV = {**os.environ, "MEMDIR_EMBEDDINGS_ENABLED": "0", "MEMDIR_STORE_GIT_COMMIT": "0"}
+# The commands run as an installed memdir does: with its bytecode cached (pip compiles it at
+# install time). An environment with PYTHONDONTWRITEBYTECODE set would compile every module
+# from source on every command instead (about 0.1 s more here); --no-bytecode measures that.
+BYTECODE = True
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -93,8 +97,11 @@ def memdir_cmd() -> list[str]:
 
 
 def run_cmd(args: list[str]) -> tuple[float, subprocess.CompletedProcess[bytes]]:
+    env = dict(ENV)
+    if BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.perf_counter()
-    proc = subprocess.run(args, capture_output=True, env=ENV, check=False)
+    proc = subprocess.run(args, capture_output=True, env=env, check=False)
     return time.perf_counter() - started, proc
 
 
@@ -155,8 +162,12 @@ def bench(root: Path, count: int, *, reuse_index: bool, repeat: int) -> dict[str
     )
 
     # One changed file: through memdir (targeted) and by hand (full stat walk).
-    targets = [f"episodes/2026-01-01/ep-{i:06d}.md" for i in range(0, 28 * 5, 28)]
-    targets = [t for t in targets if (root / t).exists()][:5]
+    targets = [
+        str(r[0])
+        for r in mem.index.conn.execute(
+            "SELECT path FROM docs WHERE path LIKE 'episodes/%' ORDER BY id LIMIT 5 OFFSET 100"
+        )
+    ]
     write_total: list[float] = []
     targeted: list[float] = []
     external: list[float] = []
@@ -191,6 +202,9 @@ def bench(root: Path, count: int, *, reuse_index: bool, repeat: int) -> dict[str
     # The first query of each word with many matches computes its cached postings
     # (memdir.index.postings); it is timed apart, next to FTS5 ranking every match alone.
     conn = mem.index.conn
+    with mem.index.transaction() as tx:  # start cold: no word's postings cached yet
+        tx.execute("DELETE FROM fts_postings")
+        tx.execute("DELETE FROM fts_log")
     flt = Filters()
     fts5_only = postings.Tuning(numpy_min=10**12)
     direct = [timed(lambda q=q: bm25(conn, q, flt, 10, tuning=fts5_only))[0] for q in QUERIES]
@@ -321,10 +335,16 @@ def main() -> None:
     parser.add_argument("--reuse-index", action="store_true", help="skip the build if complete")
     parser.add_argument("--queries-repeat", type=int, default=20)
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument(
+        "--no-bytecode", action="store_true", help="run the commands without cached bytecode"
+    )
     args = parser.parse_args()
+    global BYTECODE
+    BYTECODE = not args.no_bytecode
     root = args.root or Path(tempfile.mkdtemp(prefix="memdir-bench-")) / "store"
     try:
         print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
+        print(f"commands run with cached bytecode: {BYTECODE}")
         figures = bench(root, args.count, reuse_index=args.reuse_index, repeat=args.queries_repeat)
         figures["loadavg_after"] = os.getloadavg()[0]
         print(f"load average after: {figures['loadavg_after']:.1f}")

@@ -23,7 +23,7 @@ from ..coverage import FileFacts
 from . import postings
 from .db import PENDING_INDEXES, connect, create_pending_indexes
 from .documents import DocRow, analyze
-from .scan import scan
+from .scan import changes, scan
 
 __all__ = ["DocRow", "Index", "SyncStats", "analyze"]
 
@@ -148,14 +148,7 @@ class Index:
         started = time.perf_counter()
         stats = SyncStats()
         stamps = self._stamps()
-        changed: list[tuple[str, int, int]] = []
-        scanned = 0
-        pop = stamps.pop
-        for rel, mtime_ns, size in scan(self.root):
-            scanned += 1
-            if pop(rel, None) != (mtime_ns, size) or full:
-                changed.append((rel, mtime_ns, size))
-        stats.scanned = scanned
+        changed, stats.scanned = changes(self.root, stamps, everything=full)
         gone = list(stamps)  # indexed, not seen on disk
         if changed or gone:
             known = self._hashes([rel for rel, _, _ in changed]) if not full else {}

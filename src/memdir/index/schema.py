@@ -115,4 +115,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX links_src_kind ON links(src, kind, target);
         """,
     ),
+    (
+        # the stamps a sync compares, read from this index alone (not the wide docs rows)
+        "0400_stamps",
+        """
+        CREATE INDEX docs_stamp ON docs(path, mtime_ns, size);
+        """,
+    ),
 ]
