@@ -158,3 +158,23 @@ def test_serve_watches_the_store(store_root: Path) -> None:
         proc.terminate()
         proc.wait(timeout=30)
     assert not watch.running(store_root)
+
+
+def test_a_watcher_that_cannot_update_the_index_stops(watched: tuple[Memory, Watcher]) -> None:
+    mem, watcher = watched
+    wal = mem.index.path.parent / (mem.index.path.name + "-wal")
+    # a real failure: the kernel refuses every write to the index's log, even for root
+    refused = subprocess.run(["chattr", "+i", str(wal)], capture_output=True, check=False)
+    if refused.returncode != 0:
+        pytest.skip("chattr +i is not available here")
+    try:
+        (mem.root / "notes" / "refused.md").write_text("mike\n")
+        deadline = time.monotonic() + 10
+        while watch.running(mem.root) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not watch.running(mem.root)  # it stopped rather than claim the index in step
+        assert not watch.confirm(mem.root)
+    finally:
+        subprocess.run(["chattr", "-i", str(wal)], check=True)
+    assert mem.sync().scanned > 0  # commands walk again
+    assert found(mem, "mike") == ["notes/refused.md"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import itertools
+import logging
 import os
 import select
 import struct
@@ -113,7 +114,7 @@ def confirm(root: Path, timeout: float = 2.0) -> bool:
     deadline = time.monotonic() + timeout
     pause = 0.0002
     while os.path.lexists(cookie):
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or (pause >= 0.005 and not running(root)):
             try:
                 os.unlink(cookie)
             except FileNotFoundError:
@@ -238,7 +239,15 @@ class Watcher:
                     first_pending = time.monotonic()
             due = pending and time.monotonic() >= first_pending + self.settle
             if full or cookies or due:
-                self._apply(pending, full)
+                try:
+                    self._apply(pending, full)
+                except Exception:
+                    # Claim nothing it could not do: stop (the lock goes with it), leave the
+                    # cookies, and commands walk the files themselves again.
+                    logging.getLogger("memdir.watch").exception(
+                        "the watcher could not update the index; it stops"
+                    )
+                    return
                 pending.clear()
                 full = False
                 first_pending = 0.0
