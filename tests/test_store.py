@@ -228,10 +228,13 @@ def test_durability_setting_is_checked(store_root: Path) -> None:
 def test_full_durability_syncs_data_before_rename_and_folder_before_return(
     mem: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The order of the real calls: every staged file's data is synced before any rename,
-    the folder is synced after the renames, and the call returns only after both the folder
-    sync and ``after_rename`` (which already sees the files in place)."""
+    """The order of the real calls when files are replaced: every staged file's data is
+    synced before any rename, the folder is synced after the renames, and the call returns
+    only after both the folder sync and ``after_rename`` (which already sees the files in
+    place). New files go through the journal instead (tests/test_journal.py)."""
     import threading
+
+    mem.store.write_files([("notes/d.jsonl", "old\n"), ("notes/d.md", "# old\n")])
 
     events: list[tuple[str, str]] = []
     guard = threading.Lock()

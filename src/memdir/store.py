@@ -27,6 +27,8 @@ from .errors import (
     TooLarge,
 )
 from .gitlog import GitLog, run_git
+from .journal import Journal, recover
+from .journal import folder as journal_folder
 from .locks import FileLock
 from .settings import Settings, config_path, default_config_toml
 
@@ -50,6 +52,9 @@ GITIGNORE = """\
 .memdir/*.lock
 .memdir/locks/
 .memdir/cache/
+.memdir/watch/
+# a writer's journal of files not yet synced (replayed after a crash)
+.memdir/journal/
 """
 
 
@@ -228,6 +233,22 @@ class Store:
             for n in range(LOCK_STRIPES)
         ]
         self.git = GitLog(root, settings.store.git_batch_seconds, lock_timeout=timeout * 2)
+        self._journal = Journal(root)
+        self._recover()
+
+    def _recover(self) -> None:
+        """Replay what crashed writers journaled but may not have on disk (memdir.journal)."""
+        if not os.path.isdir(journal_folder(self.root)):
+            return
+
+        def write(rel: str, data: bytes) -> None:
+            norm, target = self.resolve(rel)
+            with self.lock(norm):
+                atomic_write(target, data, durable=True)
+
+        named = recover(self.root, write)
+        if named:
+            self._queue_commit(named, "memdir", f"recover {len(named)} journaled writes")
 
     # -- creation ---------------------------------------------------------------
 
@@ -411,6 +432,10 @@ class Store:
         path locks are taken; under the locks they are only renamed. ``after_rename`` (for
         example an index update) runs once every file is in place, while the folders are
         being synced; the call returns after both.
+
+        With ``full`` durability, files that do not exist yet (a turn and its work log) are
+        written without syncs and made durable by one synced append to this process's
+        journal (:mod:`memdir.journal`), before the call returns.
         """
         actor_name = (actor or "").strip() or "anonymous"
         prepared = [
@@ -424,6 +449,9 @@ class Store:
             for rel, content in files
         ]
         durable = self.durable
+        journaled = durable and not any(os.path.lexists(t) for _n, t, _r in prepared)
+        if journaled:
+            durable = False  # the journal makes them durable; the files need no sync
         staged = stage_files([(t, r) for _n, t, r in prepared], durable=durable)
         try:
             with contextlib.ExitStack() as stack:
@@ -441,7 +469,12 @@ class Store:
         names = [r.path for r in results]
         self._queue_commit(names, actor_name, message or f"write {', '.join(names)}")
         calls: list[Callable[[], object]] = []
-        if durable:
+        if journaled:
+            # After the renames, so no file is created while the journal's sync commits
+            # (a create waits for that commit): the call returns once the record is synced.
+            record = [(norm, raw) for norm, _t, raw in prepared]
+            calls.append(functools.partial(self._journal.append, record))
+        elif durable:
             calls.append(functools.partial(sync_folders, [t for _n, t, _r in prepared]))
         if after_rename is not None:
             calls.append(functools.partial(after_rename, results))
@@ -505,7 +538,8 @@ class Store:
         self.git.flush()
 
     def close(self) -> None:
-        """Commit what is queued and release the lock files' descriptors."""
+        """Sync and remove the journal, commit what is queued, release the lock files."""
+        self._journal.close()
         self.git.close()
         for lock in (self._lock, *self._stripes):
             lock.close()

@@ -1,0 +1,198 @@
+"""A write-ahead journal for new files: one sync per write instead of one per file and folder.
+
+With ``store.durability = full`` a write must survive a power loss once it is
+acknowledged. Syncing each new file and its folder costs three syncs for a turn (its
+record and its work log), most of the time a turn takes. For writes that only create
+files (turn records are always new), the store appends the files' bytes to this
+process's journal and syncs that one file instead; the files themselves are then
+written and renamed into place without syncs. The kernel writes them out on its own,
+and :meth:`Journal.checkpoint` (when the journal grows past a bound, and at close)
+syncs the file system and empties the journal.
+
+Each process has its own journal, ``.memdir/journal/<pid>-<random>.log``, and holds an
+exclusive ``flock`` on it. When a store is opened, every journal whose owner is gone
+(a crash, a power loss, a killed process) is replayed: each file it names is written
+again, durably, when it is missing, empty, or a truncated copy of the journaled bytes
+(what a power loss leaves of a write that was not synced). A file with other content
+is newer than the journal and kept. The replayed paths are queued for a git commit.
+
+Record: ``MDJ1``, the payload's length and CRC-32 (two little-endian u32), the payload:
+a JSON header line ``{"files": [[path, size], ...]}`` then the bytes of each file. A
+torn last record (bad length or CRC) was never acknowledged and ends the replay.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import struct
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from pathlib import Path
+
+MAGIC = b"MDJ1"
+_HEAD = struct.Struct("<4sII")
+CHECKPOINT_BYTES = 32 * 1024 * 1024  # a journal this large is synced and emptied
+
+
+def folder(root: Path) -> Path:
+    return root / ".memdir" / "journal"
+
+
+def _syncfs(fd: int) -> None:
+    """Flush every file of the file system holding ``fd`` (os.sync where syncfs is missing)."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.syncfs(fd) == 0:
+            return
+    except (OSError, AttributeError):
+        pass
+    os.sync()
+
+
+def encode(files: Sequence[tuple[str, bytes]]) -> bytes:
+    header = json.dumps({"files": [[rel, len(data)] for rel, data in files]}).encode()
+    payload = b"".join([header, b"\n", *(data for _rel, data in files)])
+    return _HEAD.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+
+
+def decode(blob: bytes) -> list[list[tuple[str, bytes]]]:
+    """Every whole record of a journal, in order (a torn tail is dropped)."""
+    records: list[list[tuple[str, bytes]]] = []
+    offset = 0
+    while offset + _HEAD.size <= len(blob):
+        magic, size, crc = _HEAD.unpack_from(blob, offset)
+        start = offset + _HEAD.size
+        payload = blob[start : start + size]
+        if magic != MAGIC or len(payload) != size or zlib.crc32(payload) != crc:
+            break
+        head, _, rest = payload.partition(b"\n")
+        files: list[tuple[str, bytes]] = []
+        at = 0
+        for rel, length in json.loads(head)["files"]:
+            files.append((str(rel), rest[at : at + int(length)]))
+            at += int(length)
+        records.append(files)
+        offset = start + size
+    return records
+
+
+class Journal:
+    """This process's journal of one store (opened on first use)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._mutex = threading.Lock()
+        self._fd: int | None = None
+        self._pid = 0
+        self._path: Path | None = None
+        self._size = 0
+
+    def _open(self) -> int:
+        if self._fd is not None and self._pid == os.getpid():
+            return self._fd
+        # A forked child gets a journal of its own (the parent's lock is not its own).
+        where = folder(self.root)
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"{os.getpid()}-{secrets.token_hex(4)}.log"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        dir_fd = os.open(where, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the journal's own name must survive a crash
+        finally:
+            os.close(dir_fd)
+        self._fd, self._pid, self._path, self._size = fd, os.getpid(), path, 0
+        return fd
+
+    def append(self, files: Sequence[tuple[str, bytes]]) -> None:
+        """Write one record and sync it: from here on the files survive a crash."""
+        record = encode(files)
+        with self._mutex:
+            fd = self._open()
+            view = memoryview(record)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fdatasync(fd)
+            self._size += len(record)
+            full = self._size >= CHECKPOINT_BYTES
+        if full:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Sync the file system (the journaled files with it), then empty the journal."""
+        with self._mutex:
+            fd = self._fd
+            if fd is None or self._pid != os.getpid() or self._size == 0:
+                return
+            _syncfs(fd)
+            os.ftruncate(fd, 0)
+            os.fdatasync(fd)
+            self._size = 0
+
+    def close(self) -> None:
+        """Checkpoint and remove this process's journal."""
+        self.checkpoint()
+        with self._mutex:
+            fd, path = self._fd, self._path
+            if fd is None or self._pid != os.getpid():
+                return
+            if path is not None:
+                with suppress(FileNotFoundError):
+                    path.unlink()
+            os.close(fd)  # releases the lock
+            self._fd = None
+
+
+def recover(root: Path, write: Callable[[str, bytes], None]) -> list[str]:
+    """Replay the journals of processes that are gone; returns the paths they named.
+
+    ``write(rel, data)`` writes one file durably (the store's atomic write).
+    """
+    where = folder(root)
+    try:
+        names = sorted(os.listdir(where))
+    except FileNotFoundError:
+        return []
+    named: list[str] = []
+    for name in names:
+        if not name.endswith(".log"):
+            continue
+        path = where / name
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its process is alive
+            with open(fd, "rb", closefd=False) as handle:
+                blob = handle.read()
+            for files in decode(blob):
+                for rel, data in files:
+                    named.append(rel)
+                    if _torn(root / rel, data):
+                        write(rel, data)
+            with suppress(FileNotFoundError):
+                path.unlink()
+        finally:
+            os.close(fd)
+    return list(dict.fromkeys(named))
+
+
+def _torn(target: Path, data: bytes) -> bool:
+    """True when ``target`` is what a crash leaves of writing ``data``: nothing, or a prefix."""
+    try:
+        current = target.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return True
+    return len(current) < len(data) and data.startswith(current)
