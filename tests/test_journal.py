@@ -50,9 +50,13 @@ def test_new_files_are_journaled_synced_once_and_written_without_syncs(
     [log] = journals(mem.root)
     records = journal.decode(log.read_bytes())
     assert records[-1] == [("notes/t.worklog.jsonl", b"{}\n"), ("notes/t.md", b"# t\n")]
-    monkeypatch.undo()
+    events.clear()
     mem.close()
     assert journals(mem.root) == []  # synced and removed at close
+    synced = {e.removeprefix("sync ") for e in events if e.startswith("sync ")}
+    notes = str((mem.root / "notes").resolve())
+    # a few files: each one and its folder, not the whole file system
+    assert {f"{notes}/t.md", f"{notes}/t.worklog.jsonl", f"{notes}/warm.md", notes} <= synced
 
 
 def test_a_record_turn_is_journaled(store_root: Path) -> None:

@@ -7,7 +7,7 @@ files (turn records are always new), the store appends the files' bytes to this
 process's journal and syncs that one file instead; the files themselves are then
 written and renamed into place without syncs. The kernel writes them out on its own,
 and :meth:`Journal.checkpoint` (when the journal grows past a bound, and at close)
-syncs the file system and empties the journal.
+syncs the files (the whole file system when there are many) and empties the journal.
 
 Each process has its own journal, ``.memdir/journal/<pid>-<random>.log``, and holds an
 exclusive ``flock`` on it. When a store is opened, every journal whose owner is gone
@@ -37,6 +37,22 @@ from pathlib import Path
 MAGIC = b"MDJ1"
 _HEAD = struct.Struct("<4sII")
 CHECKPOINT_BYTES = 32 * 1024 * 1024  # a journal this large is synced and emptied
+
+
+SYNC_EACH_UP_TO = 64  # a checkpoint syncs this many files one by one, more with syncfs
+
+
+def _sync_each(paths: Sequence[Path]) -> None:
+    """fsync each file that still exists, then each of their folders once."""
+    for path in [*dict.fromkeys(paths), *dict.fromkeys(p.parent for p in paths)]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone since: a later write or a delete made its own state durable
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def folder(root: Path) -> Path:
@@ -94,6 +110,7 @@ class Journal:
         self._pid = 0
         self._path: Path | None = None
         self._size = 0
+        self._files: list[Path] = []  # written since the last checkpoint
 
     def _open(self) -> int:
         if self._fd is not None and self._pid == os.getpid():
@@ -122,20 +139,29 @@ class Journal:
                 view = view[os.write(fd, view) :]
             os.fdatasync(fd)
             self._size += len(record)
+            self._files += [self.root / rel for rel, _data in files]
             full = self._size >= CHECKPOINT_BYTES
         if full:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Sync the file system (the journaled files with it), then empty the journal."""
+        """Make the journaled files durable, then empty the journal.
+
+        A few files (a command that recorded one turn) are synced one by one with their
+        folders; many are synced with the whole file system at once (``syncfs``).
+        """
         with self._mutex:
             fd = self._fd
             if fd is None or self._pid != os.getpid() or self._size == 0:
                 return
-            _syncfs(fd)
+            if len(self._files) <= SYNC_EACH_UP_TO:
+                _sync_each(self._files)
+            else:
+                _syncfs(fd)
             os.ftruncate(fd, 0)
             os.fdatasync(fd)
             self._size = 0
+            self._files = []
 
     def close(self) -> None:
         """Checkpoint and remove this process's journal."""
