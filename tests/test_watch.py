@@ -178,3 +178,20 @@ def test_a_watcher_that_cannot_update_the_index_stops(watched: tuple[Memory, Wat
         subprocess.run(["chattr", "-i", str(wal)], check=True)
     assert mem.sync().scanned > 0  # commands walk again
     assert found(mem, "mike") == ["notes/refused.md"]
+
+
+def test_a_watcher_of_another_process_beats_the_walk_interval(store_root: Path) -> None:
+    from memdir.index import Index
+
+    # as `memdir watch` would run it; it batches for 30 s unless a command asks (a cookie)
+    watcher = Watcher(store_root, Index(store_root), settle=30.0)
+    watcher.start_thread()
+    slow = Memory.open(store_root, overrides={"store": {"sync_interval_seconds": 3600.0}})
+    try:
+        slow.sync()
+        (store_root / "fresh.md").write_text("november\n")
+        assert slow.sync().scanned == 0  # no walk, and no hour-long wait either
+        assert found(slow, "november") == ["fresh.md"]
+    finally:
+        slow.close()
+        watcher.stop()

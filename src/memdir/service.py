@@ -121,12 +121,15 @@ class StoreVerbs:
         """Bring the index in step with the files (cheap when nothing changed)."""
         if self._sync_held and not force:
             return SyncStats()
-        interval = self.settings.store.sync_interval_seconds
-        now = time.monotonic()
-        if not force and interval > 0 and now - self._last_sync < interval:
+        # A running watcher (memdir.watch) brings the index in step for a round trip, so
+        # it is always asked; the interval only spaces out the walks made without one.
+        if watch.confirm(self.store.root):
+            self._last_sync = time.monotonic()
             return SyncStats()
-        # A running watcher (memdir.watch) saves the walk: it brings the index in step.
-        stats = SyncStats() if watch.confirm(self.store.root) else self.index.sync()
+        interval = self.settings.store.sync_interval_seconds
+        if not force and interval > 0 and time.monotonic() - self._last_sync < interval:
+            return SyncStats()
+        stats = self.index.sync()
         self._last_sync = time.monotonic()
         return stats
 
@@ -159,8 +162,8 @@ class StoreVerbs:
 
         Starts a watcher thread unless one already runs for the store (then this process
         asks that one) or the platform has no inotify. While one runs, every verb's sync
-        is a round trip to it, so the sync interval no longer applies. True when this
-        process or another one watches the store.
+        is a round trip to it (:meth:`sync`). True when this process or another one
+        watches the store.
         """
         if watch.running(self.store.root):
             return True
@@ -170,7 +173,6 @@ class StoreVerbs:
         except (ConfigError, OSError):
             return False
         self._watcher = watcher
-        self.settings = self.settings.replace(store={"sync_interval_seconds": 0.0})
         return True
 
     def close(self) -> None:
