@@ -47,3 +47,12 @@ def run_cli(
         check=False,
         timeout=120,
     )
+
+
+def committed(root: Path, folder: str = "") -> list[str]:
+    """The paths under ``folder`` in the store's last git commit (not merely staged)."""
+    args = ["git", "-C", str(root), "ls-tree", "-r", "--name-only", "HEAD"]
+    out = subprocess.run(
+        [*args, *([folder] if folder else [])], capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()

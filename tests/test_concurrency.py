@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 
+from conftest import committed
 from memdir import frontmatter
 from memdir.service import Memory
 
@@ -44,12 +45,7 @@ def test_processes_writing_at_once_lose_nothing(store_root: Path) -> None:
             "SELECT count(*) FROM docs WHERE path LIKE 'notes/%'"
         ).fetchone()[0]
         assert rows == 32
-    tracked = subprocess.run(
-        ["git", "-C", str(store_root), "ls-files", "notes"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
+    tracked = committed(store_root, "notes")
     assert len(tracked) == 32
     dirty = subprocess.run(
         ["git", "-C", str(store_root), "status", "--porcelain", "notes", "wiki"],

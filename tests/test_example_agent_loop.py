@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import committed
 from memdir.service import Memory
 from memdir.store import Store
 
@@ -35,11 +36,7 @@ def test_agent_loop_example_runs(tmp_path: Path) -> None:
         assert {ids[0], ids[1]} <= chain
         assert mem.turn_worklog(ids[3]).count(b"\n") >= 2
     # the records are committed to git
-    tracked = subprocess.run(
-        ["git", "-C", str(root), "ls-files", "episodes/turns"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    tracked = committed(root, "episodes/turns")
+    names = {path.rsplit("/", 1)[-1] for path in tracked}
     for ident in ids:
-        assert f"{ident}.md" in tracked and f"{ident}.worklog.jsonl" in tracked
+        assert f"{ident}.md" in names and f"{ident}.worklog.jsonl" in names

@@ -5,26 +5,20 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import committed
 from memdir.errors import GitError
 from memdir.gitlog import GitLog
 from memdir.store import Store
 
 
 def tracked(root: Path) -> set[str]:
-    out = subprocess.run(
-        ["git", "-C", str(root), "ls-tree", "-r", "--name-only", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return set(out.split())
+    return set(committed(root))
 
 
 def slow_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:

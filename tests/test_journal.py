@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import committed
 from memdir import journal
 from memdir.service import Memory
 from memdir.store import Store
@@ -116,12 +117,7 @@ def test_a_crashed_writers_journal_is_replayed(store_root: Path) -> None:
         assert [h.path for h in mem.search("crash", mode="bm25", limit=10)]
     finally:
         mem.close()
-    tracked = subprocess.run(
-        ["git", "-C", str(store_root), "ls-files", "notes"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    tracked = committed(store_root, "notes")
     assert {f"notes/c{n}.md" for n in range(5)} <= set(tracked)  # the lost commits, made
 
 

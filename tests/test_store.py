@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import committed
 from memdir import frontmatter
 from memdir.errors import (
     InvalidDocument,
@@ -166,12 +167,7 @@ def test_batched_commits_share_one_commit_and_lose_none(store_root: Path) -> Non
     mem.close()  # flushes the queue
     log = git_log(store_root)
     assert len(log) == 2 and log[0].startswith("burst|20 changes")
-    files = subprocess.run(
-        ["git", "-C", str(store_root), "ls-files", "notes"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.split()
+    files = committed(store_root, "notes")
     assert len(files) == 20
 
 
