@@ -1,13 +1,17 @@
 """Benchmarks of turn memory: record rate, concurrent writers, context and DAG walks.
 
-    python bench/turns.py record  [--n 1000] [--procs 4]
+    python bench/turns.py record  [--n 1000] [--procs 4] [--keep DIR] [--after-delete N]
     python bench/turns.py context [--sizes 1000,100000] [--queries 200]
     python bench/turns.py all
 
 ``record`` writes turns through ``Memory.record_turn`` (index included,
 embeddings off, git on with ``store.git_batch_seconds`` so a burst shares
 commits), then runs ``--procs`` writer processes at once and checks no turn is
-lost. ``context`` builds stores of each size by rendering turn records straight
+lost. It prints the whole rate (opening the store, the turns, and the close that
+syncs the journal and makes the last git commit) and its parts. Both stores stay
+on disk until the run ends: files created right after thousands were deleted are
+slower to create on this disk, and ``--after-delete N`` measures that case on
+purpose. ``context`` builds stores of each size by rendering turn records straight
 to disk (the same format ``record_turn`` writes), indexes them once, then times
 ``Memory.context`` and ``Memory.ancestors(depth=50)`` in process. The index sync
 every verb starts with is throttled (``store.sync_interval_seconds``) and timed
@@ -21,7 +25,9 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,8 +76,11 @@ def _overrides(batch: float) -> dict[str, dict[str, Any]]:
     return {"embeddings": {"enabled": False}, "store": {"git_batch_seconds": batch}}
 
 
-def _writer(root: str, n: int, tag: str, batch: float) -> None:
+def _writer(root: str, n: int, tag: str, batch: float) -> dict[str, float]:
+    """Record ``n`` turns in one process; the seconds spent opening, recording, closing."""
+    started = time.perf_counter()
     with Memory.open(root, overrides=_overrides(batch)) as mem:
+        opened = time.perf_counter()
         prev: list[str] = []
         for i in range(n):
             rec = mem.record_turn(
@@ -84,51 +93,79 @@ def _writer(root: str, n: int, tag: str, batch: float) -> None:
                 keywords=[WORDS[i % len(WORDS)]],
             )
             prev = [rec.id]
+        recorded = time.perf_counter()
+    closed = time.perf_counter()  # close syncs the journal and commits what git has queued
+    return {"open": opened - started, "record": recorded - opened, "close": closed - recorded}
 
 
-def bench_record(n: int, procs: int, batch: float) -> dict[str, Any]:
+def _churn(folder: Path, count: int) -> None:
+    """Write ``count`` small files, flush them to disk and delete them.
+
+    On some file systems (ext4 mounted with ``discard`` here) files created right after a
+    mass deletion are much slower to create; this reproduces what a benchmark that deletes
+    its previous store just before timing the next one measures.
+    """
+    folder.mkdir(parents=True)
+    for i in range(count):
+        (folder / f"f{i}.md").write_bytes(b"x" * 3000)
+    os.sync()
+    shutil.rmtree(folder)
+
+
+def bench_record(
+    n: int, procs: int, batch: float, work: Path, after_delete: int = 0
+) -> dict[str, Any]:
+    """Time one writer, then ``procs`` writers at once, each in a new store under ``work``.
+
+    The stores are kept until the whole run ends (or for good with ``--keep``): deleting
+    thousands of files just before a timed run slows the creates that follow.
+    """
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Store.init(Path(tmp) / "s")
-        started = time.perf_counter()
-        _writer(str(root), n, "solo", batch)  # closes: pending commits are flushed
-        seconds = time.perf_counter() - started
-        out["record_turns"] = n
-        out["record_seconds"] = round(seconds, 3)
-        out["record_turns_per_s"] = round(n / seconds, 1)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Store.init(Path(tmp) / "s")
-        ctx = multiprocessing.get_context("spawn")
-        each = max(n // procs, 1)
-        workers = [
-            ctx.Process(target=_writer, args=(str(root), each, str(k), batch)) for k in range(procs)
-        ]
-        started = time.perf_counter()
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        seconds = time.perf_counter() - started
-        files = list((root / "episodes" / "turns").rglob("*.md"))
-        with Memory.open(root, overrides=_overrides(batch)) as mem:
-            mem.sync(force=True)
-            rows = mem.index.conn.execute("SELECT count(*) FROM docs WHERE type = 'turn'")
-            indexed = int(rows.fetchone()[0])
-        import subprocess
-
-        tracked = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "episodes/turns"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.count(".md\n")
-        out["concurrent_procs"] = procs
-        out["concurrent_expected"] = each * procs
-        out["concurrent_files"] = len(files)
-        out["concurrent_indexed"] = indexed
-        out["concurrent_committed"] = tracked
-        out["concurrent_turns_per_s"] = round(each * procs / seconds, 1)
-        out["concurrent_exit_codes"] = [w.exitcode for w in workers]
+    root = Store.init(work / "solo")
+    if after_delete:
+        _churn(work / "churn-solo", after_delete)
+    started = time.perf_counter()
+    parts = _writer(str(root), n, "solo", batch)
+    seconds = time.perf_counter() - started
+    out["record_turns"] = n
+    out["record_seconds"] = round(seconds, 3)
+    out["record_turns_per_s"] = round(n / seconds, 1)
+    out["record_open_seconds"] = round(parts["open"], 3)
+    out["record_loop_turns_per_s"] = round(n / parts["record"], 1)
+    out["record_close_seconds"] = round(parts["close"], 3)
+    root = Store.init(work / "concurrent")
+    if after_delete:
+        _churn(work / "churn-concurrent", after_delete)
+    ctx = multiprocessing.get_context("spawn")
+    each = max(n // procs, 1)
+    workers = [
+        ctx.Process(target=_writer, args=(str(root), each, str(k), batch)) for k in range(procs)
+    ]
+    started = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    seconds = time.perf_counter() - started
+    files = list((root / "episodes" / "turns").rglob("*.md"))
+    with Memory.open(root, overrides=_overrides(batch)) as mem:
+        mem.sync(force=True)
+        rows = mem.index.conn.execute("SELECT count(*) FROM docs WHERE type = 'turn'")
+        indexed = int(rows.fetchone()[0])
+    tracked = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "episodes/turns"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.count(".md\n")
+    out["concurrent_procs"] = procs
+    out["concurrent_expected"] = each * procs
+    out["concurrent_files"] = len(files)
+    out["concurrent_indexed"] = indexed
+    out["concurrent_committed"] = tracked
+    out["concurrent_turns_per_s"] = round(each * procs / seconds, 1)
+    out["concurrent_exit_codes"] = [w.exitcode for w in workers]
+    out["after_delete"] = after_delete
     return out
 
 
@@ -240,6 +277,16 @@ def main() -> int:
     parser.add_argument(
         "--durability", choices=["full", "rename"], default="full", help="store.durability"
     )
+    parser.add_argument(
+        "--keep", metavar="DIR", help="record: make the stores in DIR (new) and keep them"
+    )
+    parser.add_argument(
+        "--after-delete",
+        type=int,
+        default=0,
+        metavar="N",
+        help="record: write and delete N files just before each timed run",
+    )
     parser.add_argument("--sizes", default="1000,100000")
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()
@@ -247,7 +294,15 @@ def main() -> int:
     if args.what in {"record", "all"}:
         # Through the environment, so the writer processes use the same setting.
         os.environ["MEMDIR_STORE_DURABILITY"] = args.durability
-        result["record"] = bench_record(args.n, args.procs, args.batch)
+        if args.keep:
+            work = Path(args.keep)
+            work.mkdir(parents=True, exist_ok=False)
+            result["record"] = bench_record(args.n, args.procs, args.batch, work, args.after_delete)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                result["record"] = bench_record(
+                    args.n, args.procs, args.batch, Path(tmp), args.after_delete
+                )
         result["record"]["durability"] = args.durability
     if args.what in {"context", "all"}:
         sizes = [int(s) for s in args.sizes.split(",")]

@@ -131,6 +131,28 @@ def test_symlink_leading_outside_is_refused(mem: Memory, tmp_path: Path) -> None
     assert not (tmp_path / "target.md").exists()
 
 
+def test_confinement_checks_every_component_below_the_root(tmp_path: Path) -> None:
+    """A store opened through a symlinked root works; a symlink below the root is followed
+    only when it stays inside, at any depth, and a missing tail is not a way out."""
+    real = Store.init(tmp_path / "real")
+    (tmp_path / "alias").symlink_to(real)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with Memory.open(tmp_path / "alias") as mem:
+        assert mem.write("wiki/a/b/c.md", "# c\n").created
+        os.symlink(real / "wiki" / "a", real / "wiki" / "inner")
+        # Inside: allowed, and named by its real path (which git can commit).
+        assert mem.write("wiki/inner/b/d.md", "# d\n").path == "wiki/a/b/d.md"
+        assert (real / "wiki" / "a" / "b" / "d.md").is_file()
+        os.symlink(outside, real / "wiki" / "a" / "b" / "deep")
+        with pytest.raises(UnsafePath):
+            mem.write("wiki/a/b/deep/new/x.md", "# x\n")
+        with pytest.raises(UnsafePath):
+            mem.write("wiki/inner/b/deep/x.md", "# x\n")
+    assert list(outside.iterdir()) == []
+    assert {"wiki/a/b/c.md", "wiki/a/b/d.md"} <= set(committed(real, "wiki"))
+
+
 def test_bad_content_is_refused(store_root: Path) -> None:
     mem = Memory.open(store_root, overrides={"store": {"max_file_bytes": 100}})
     before = snapshot(store_root)

@@ -7,6 +7,7 @@ store and the index use the same rules.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from .errors import UnsafePath
@@ -40,24 +41,42 @@ def normalize(rel: str) -> str:
 
 
 def confine(root: Path, rel: str) -> tuple[str, Path]:
-    """Normalise ``rel`` and resolve it under ``root``; refuse symlinks that lead outside."""
+    """Normalise ``rel`` and resolve it under ``root``; refuse symlinks that lead outside.
+
+    A path that goes through a symlink inside the store is answered with its real path.
+    """
     norm = normalize(rel)
     target = root / norm
+    if not _symlink_below(root, norm):
+        return norm, target  # nothing under the root to follow: it stays inside
+    # Resolve every symlink of the part that exists; the result must stay under the root,
+    # and the file is then named by its real path (what git and the index know it by).
     real_root = os.path.realpath(root)
-    # The nearest existing ancestor (or the file itself) must resolve inside the root.
-    probe = target
-    while not os.path.lexists(probe) and probe != root:
-        probe = probe.parent
-    real = os.path.realpath(probe)
-    if real != real_root and not real.startswith(real_root + os.sep):
+    real_target = os.path.realpath(target)
+    if not real_target.startswith(real_root + os.sep):
         raise UnsafePath(f"path resolves outside the store through a symlink: {rel}")
-    if os.path.islink(target):
-        real_target = os.path.realpath(target)
-        if not real_target.startswith(real_root + os.sep):
-            raise UnsafePath(f"path is a symlink leading outside the store: {rel}")
-        rel_real = os.path.relpath(real_target, real_root).replace(os.sep, "/")
-        normalize(rel_real)
-    return norm, target
+    canonical = normalize(os.path.relpath(real_target, real_root).replace(os.sep, "/"))
+    return canonical, root / canonical
+
+
+def _symlink_below(root: Path, norm: str) -> bool:
+    """True when a component of ``norm`` under ``root`` is a symlink (or cannot be checked).
+
+    One ``lstat`` per existing component below the root; the components of the root itself
+    are not looked at, since a path with no symlink below the root cannot leave it.
+    """
+    current = os.fspath(root)
+    for part in norm.split("/"):
+        current = os.path.join(current, part)
+        try:
+            mode = os.lstat(current).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False  # nothing deeper exists
+        except OSError:
+            return True  # cannot tell: take the careful path
+        if stat.S_ISLNK(mode):
+            return True
+    return False
 
 
 def is_markdown(rel: str) -> bool:

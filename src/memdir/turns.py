@@ -276,7 +276,7 @@ def worklog_from(value: object) -> tuple[bytes, list[dict[str, Any]]]:
 def _yaml_str(value: str) -> str:
     """A YAML double-quoted scalar (JSON escapes, plus escapes for YAML-unprintable chars)."""
     out = json.dumps(value, ensure_ascii=False)
-    if all(ch.isprintable() or ch in "\t" for ch in out):
+    if out.isprintable():  # JSON has escaped every control character already
         return out
     chars = []
     for ch in out:
