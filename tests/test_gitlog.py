@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -85,3 +86,27 @@ def test_many_threads_many_writes_all_committed(tmp_path: Path) -> None:
         t.join()
     log.close()
     assert {f"w{k}-{n}.md" for k in range(4) for n in range(15)} <= tracked(root)
+
+
+def test_a_flush_writes_one_pack_and_takes_paths_literally(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s")
+    (root / "wiki" / "loose.md").write_text("# not written through memdir\n")
+    names = [f"wiki/t{i}.md" for i in range(60)] + ["wiki/*.md", "wiki/[t1].md"]
+    for name in names:
+        (root / name).write_text(f"# {name}\n")
+    log = GitLog(root)
+    log.queue(names, "agent", "many")
+    log.flush()
+    assert set(names) <= tracked(root)
+    assert "wiki/loose.md" not in tracked(root)  # "*.md" named one file, not a pattern
+    counts = dict(
+        line.split(": ")
+        for line in subprocess.run(
+            ["git", "-C", str(root), "count-objects", "-v"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    )
+    assert int(counts["in-pack"]) >= len(names)  # the blobs went into a pack
+    assert int(counts["count"]) < len(names)  # loose: the commit and its trees only

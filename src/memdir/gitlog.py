@@ -38,10 +38,25 @@ def _identity_env(actor: str) -> dict[str, str]:
     return env
 
 
-def run_git(root: Path, *args: str, actor: str = "memdir", check: bool = True) -> str:
+# Blobs added by memdir go straight into one pack per ``git add`` ("bulk check-in", which git
+# uses for files over this size) instead of one loose object file each: a flush of 2,000
+# turn files then creates two files under .git instead of 2,000. Only the add uses it, so
+# diffs and later repacks see the repository's own settings. Paths are literal: a file named
+# ``*.md`` is that file, not a pattern.
+_ADD = ("--literal-pathspecs", "-c", "core.bigFileThreshold=1", "add")
+
+
+def run_git(
+    root: Path,
+    *args: str,
+    actor: str = "memdir",
+    check: bool = True,
+    stdin: str | None = None,
+) -> str:
     try:
         proc = subprocess.run(
             ["git", "-C", str(root), *args],
+            input=stdin,
             capture_output=True,
             text=True,
             env=_identity_env(actor),
@@ -50,7 +65,8 @@ def run_git(root: Path, *args: str, actor: str = "memdir", check: bool = True) -
     except FileNotFoundError:
         raise GitError("git is not installed; set store.git_commit = false") from None
     if check and proc.returncode != 0:
-        raise GitError(f"git {args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        verb = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        raise GitError(f"git {verb} failed: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
 
 
@@ -148,16 +164,33 @@ class GitLog:
             self._commit(sorted(set(paths)), actor, [message])
 
     def _commit(self, paths: list[str], actor: str, messages: list[str]) -> None:
-        # Stage in chunks so a large batch never exceeds the argument limit. A path that is
-        # gone from disk is removed from the git index (and ignored if git never knew it).
+        # One ``git add`` reads every path from stdin (no argument limit, one pack). A path
+        # that is gone from disk is removed from the git index (ignored if git never knew it).
         present = [p for p in paths if os.path.lexists(self.root / p)]
         seen = set(present)
         missing = [p for p in paths if p not in seen]
-        for start in range(0, len(present), 500):
-            run_git(self.root, "add", "-A", "--", *present[start : start + 500], actor=actor)
+        if present:
+            run_git(
+                self.root,
+                *_ADD,
+                "-A",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+                actor=actor,
+                stdin="".join(f"{p}\0" for p in present),
+            )
         for start in range(0, len(missing), 500):
             chunk = missing[start : start + 500]
-            run_git(self.root, "rm", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
+            run_git(
+                self.root,
+                "--literal-pathspecs",
+                "rm",
+                "-q",
+                "--cached",
+                "--ignore-unmatch",
+                "--",
+                *chunk,
+            )
         if len(messages) == 1:
             message = messages[0]
         else:
