@@ -1,7 +1,7 @@
 """Benchmarks of turn memory: record rate, concurrent writers, context and DAG walks.
 
     python bench/turns.py record  [--n 1000] [--procs 4] [--keep DIR] [--after-delete N]
-    python bench/turns.py context [--sizes 1000,100000] [--queries 200]
+    python bench/turns.py context [--sizes 1000,100000] [--queries 200] [--keep DIR [--reuse]]
     python bench/turns.py all
 
 ``record`` writes turns through ``Memory.record_turn`` (index included,
@@ -21,6 +21,7 @@ separately, since its stat scan is the foundation's cost, not the pack's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -173,8 +174,13 @@ def build_store(root: Path, size: int, seed: int = 7) -> dict[str, Any]:
     """Write ``size`` turn records straight to disk: 50 turns per thread, each turn's parent
     is the thread's previous turn, and 5 % also cite a recent turn of another thread."""
     rnd = random.Random(seed)
+    who = random.Random(seed + 1)
     threads = max(size // 50, 1)
+    # Each user has about 200 turns spread over many threads at every size, so a pack's
+    # "same user, other threads" section has material in the small store as in the big one.
+    users = max(size // 200, 5)
     last: dict[int, str] = {}
+    last_user: dict[int, str] = {}
     all_ids: list[str] = []
     base_ms = int(time.time() * 1000) - size * 10
     for i in range(size):
@@ -186,10 +192,11 @@ def build_store(root: Path, size: int, seed: int = 7) -> dict[str, Any]:
             if other not in parents:
                 parents.append(other)
         words = rnd.choices(WORDS, k=30)
+        user = f"u{who.randrange(users)}"
         rec = TurnRecord(
             id=ident,
             thread=f"t{t}",
-            user=f"u{i % 500}",
+            user=user,
             channel="bench",
             parents=tuple(parents),
             keywords=tuple(words[:3]),
@@ -203,9 +210,14 @@ def build_store(root: Path, size: int, seed: int = 7) -> dict[str, Any]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(render_turn(rec), encoding="utf-8")
         last[t] = ident
+        last_user[t] = user
         all_ids.append(ident)
     (root / "SNAPSHOT.md").write_text("We deploy with make deploy; migrations first.\n")
-    return {"threads": threads, "latest": [last[t] for t in sorted(last)]}
+    return {
+        "threads": threads,
+        "latest": [last[t] for t in sorted(last)],
+        "users": [last_user[t] for t in sorted(last)],
+    }
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -213,32 +225,51 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
-def bench_context(sizes: list[int], queries: int) -> dict[str, Any]:
+def bench_context(
+    sizes: list[int], queries: int, keep: Path | None = None, reuse: bool = False
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for size in sizes:
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Store.init(Path(tmp) / "s", git=False)
-            started = time.perf_counter()
-            info = build_store(root, size)
-            built = time.perf_counter() - started
+        with contextlib.ExitStack() as stack:
+            if keep is None:
+                folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            else:
+                folder = keep / f"context-{size}"
+            root, saved = folder / "s", folder / "info.json"
+            built = indexed = 0.0
+            if reuse and saved.is_file():
+                info = json.loads(saved.read_text())
+            else:
+                if folder.exists():
+                    raise SystemExit(f"{folder} exists: add --reuse, or pick a new folder")
+                folder.mkdir(parents=True)
+                Store.init(root, git=False)
+                started = time.perf_counter()
+                info = build_store(root, size)
+                built = time.perf_counter() - started
             overrides = {**_overrides(0.0), "store": {"sync_interval_seconds": 3600.0}}
             with Memory.open(root, overrides=overrides) as mem:
-                started = time.perf_counter()
-                mem.sync(force=True)
-                indexed = time.perf_counter() - started
+                if not saved.is_file():
+                    started = time.perf_counter()
+                    mem.sync(force=True)
+                    indexed = time.perf_counter() - started
+                    saved.write_text(json.dumps(info))
                 started = time.perf_counter()
                 mem.index.sync()
                 rescan = time.perf_counter() - started
                 rnd = random.Random(1)
                 mem.context(thread="t0", user="u0", keywords=["deploy"], budget=2000)  # warm
                 times: list[float] = []
+                packed: list[tuple[int, int]] = []
                 for _ in range(queries):
                     t = rnd.randrange(info["threads"])
                     kws = rnd.sample(WORDS, 2)
                     started = time.perf_counter()
-                    pack = mem.context(thread=f"t{t}", user=f"u{t % 500}", keywords=kws)
+                    # the thread and the user of its latest turn, as an agent loop asks
+                    pack = mem.context(thread=f"t{t}", user=info["users"][t], keywords=kws)
                     times.append(time.perf_counter() - started)
                     assert pack.tokens <= mem.settings.turns.context_budget
+                    packed.append((len(pack.items), pack.tokens))
                 walk: list[float] = []
                 depths: list[int] = []
                 sizes_found: list[int] = []
@@ -255,6 +286,8 @@ def bench_context(sizes: list[int], queries: int) -> dict[str, Any]:
                 "sync_rescan_ms": round(rescan * 1000, 1),
                 "context_p50_ms": round(statistics.median(times) * 1000, 2),
                 "context_p95_ms": round(_pct(times, 0.95) * 1000, 2),
+                "context_items_mean": round(statistics.mean(n for n, _ in packed), 1),
+                "context_tokens_mean": round(statistics.mean(t for _, t in packed)),
                 "ancestors50_p50_ms": round(statistics.median(walk) * 1000, 2),
                 "ancestors50_p95_ms": round(_pct(walk, 0.95) * 1000, 2),
                 "ancestors50_max_depth": max(depths),
@@ -278,7 +311,12 @@ def main() -> int:
         "--durability", choices=["full", "rename"], default="full", help="store.durability"
     )
     parser.add_argument(
-        "--keep", metavar="DIR", help="record: make the stores in DIR (new) and keep them"
+        "--keep",
+        metavar="DIR",
+        help="make the stores in DIR (new) and keep them (context: DIR/context-SIZE)",
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="context: time the stores kept in --keep DIR again"
     )
     parser.add_argument(
         "--after-delete",
@@ -306,7 +344,8 @@ def main() -> int:
         result["record"]["durability"] = args.durability
     if args.what in {"context", "all"}:
         sizes = [int(s) for s in args.sizes.split(",")]
-        result["context"] = bench_context(sizes, args.queries)
+        keep = Path(args.keep) if args.keep else None
+        result["context"] = bench_context(sizes, args.queries, keep, args.reuse)
     print(json.dumps(result, indent=2))
     return 0
 

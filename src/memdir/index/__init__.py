@@ -65,6 +65,16 @@ class Difference:
         )
 
 
+TURN_TYPE = "turn"
+
+
+def _drop_turn(conn: sqlite3.Connection, doc_id: int, eid: str | None, kind: str | None) -> None:
+    """Remove a document's rows from the turn graph (when it was indexed as a turn)."""
+    if kind == TURN_TYPE and eid:
+        conn.execute("DELETE FROM turn_nodes WHERE eid = ? AND doc_id = ?", (eid, doc_id))
+        conn.execute("DELETE FROM turn_edges WHERE child = ? AND doc_id = ?", (eid, doc_id))
+
+
 class Index:
     """The SQLite index of one store. Thread-safe: one connection per thread."""
 
@@ -283,7 +293,9 @@ class Index:
 
     def _upsert(self, conn: sqlite3.Connection, row: DocRow) -> tuple[int, bool]:
         """Insert or replace one document: its id, and True when it is new."""
-        existing = conn.execute("SELECT id FROM docs WHERE path = ?", (row.path,)).fetchone()
+        existing = conn.execute(
+            "SELECT id, episode_id, type FROM docs WHERE path = ?", (row.path,)
+        ).fetchone()
         values = (
             row.walk_key,
             row.hash,
@@ -313,6 +325,7 @@ class Index:
             )
             conn.execute("DELETE FROM links WHERE src = ?", (doc_id,))
             conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (doc_id,))
+            _drop_turn(conn, doc_id, existing[1], existing[2])
         else:
             cur = conn.execute(
                 "INSERT INTO docs(walk_key, hash, mtime_ns, size, fm, fm_ok, title, "
@@ -330,14 +343,37 @@ class Index:
                 "INSERT INTO links(src, kind, target, label) VALUES (?, ?, ?, ?)",
                 [(doc_id, kind, target, label) for kind, target, label in row.links],
             )
+        if row.type == TURN_TYPE and row.episode_id:
+            conn.execute(
+                "INSERT INTO turn_nodes(eid, doc_id, path, thread, user, created, hidden) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.episode_id,
+                    doc_id,
+                    row.path,
+                    row.thread,
+                    row.user,
+                    row.created,
+                    int(row.hidden),
+                ),
+            )
+            parents = {target for kind, target, _label in row.links if kind == "parent"}
+            if parents:
+                conn.executemany(
+                    "INSERT INTO turn_edges(child, parent, doc_id) VALUES (?, ?, ?)",
+                    [(row.episode_id, parent, doc_id) for parent in sorted(parents)],
+                )
         return doc_id, existing is None
 
     def _delete(self, conn: sqlite3.Connection, rel: str) -> int | None:
         """Drop one document's rows; its id, or None when it was not indexed."""
-        row = conn.execute("SELECT id FROM docs WHERE path = ?", (rel,)).fetchone()
+        row = conn.execute(
+            "SELECT id, episode_id, type FROM docs WHERE path = ?", (rel,)
+        ).fetchone()
         if not row:
             return None
         doc_id = int(row[0])
+        _drop_turn(conn, doc_id, row[1], row[2])
         conn.execute("DELETE FROM links WHERE src = ?", (doc_id,))
         conn.execute("DELETE FROM docs_fts WHERE rowid = ?", (doc_id,))
         conn.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
@@ -365,7 +401,7 @@ class Index:
         with self.transaction() as conn:
             later = conn.execute(
                 "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
-                "AND tbl_name IN ('docs', 'links') AND sql IS NOT NULL"
+                "AND tbl_name IN ('docs', 'links', 'turn_edges') AND sql IS NOT NULL"
             ).fetchall()
             self.set_meta(conn, PENDING_INDEXES, json.dumps([sql for _n, sql in later]))
             for name, _sql in later:

@@ -122,4 +122,38 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX docs_stamp ON docs(path, mtime_ns, size);
         """,
     ),
+    (
+        # The turn DAG as two narrow tables keyed by episode id: a walk step is one seek
+        # (child -> parents, or parent -> children) and a node's columns one more, instead
+        # of a docs index seek and a links seek per step (see memdir.turns). They replace
+        # the covering indexes of 0300, which only the walks used.
+        "0500_turn_graph",
+        """
+        CREATE TABLE turn_nodes (
+            eid TEXT NOT NULL,
+            doc_id INTEGER NOT NULL,
+            path TEXT NOT NULL,
+            thread TEXT,
+            user TEXT,
+            created TEXT,
+            hidden INTEGER NOT NULL,
+            PRIMARY KEY (eid, doc_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE turn_edges (
+            child TEXT NOT NULL,
+            parent TEXT NOT NULL,
+            doc_id INTEGER NOT NULL,
+            PRIMARY KEY (child, parent, doc_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX turn_edges_parent ON turn_edges(parent, child);
+        INSERT INTO turn_nodes(eid, doc_id, path, thread, user, created, hidden)
+            SELECT episode_id, id, path, thread, user, created, hidden FROM docs
+            WHERE type = 'turn' AND episode_id IS NOT NULL;
+        INSERT OR IGNORE INTO turn_edges(child, parent, doc_id)
+            SELECT d.episode_id, l.target, d.id FROM links l JOIN docs d ON d.id = l.src
+            WHERE l.kind = 'parent' AND d.type = 'turn' AND d.episode_id IS NOT NULL;
+        DROP INDEX IF EXISTS docs_turn_walk;
+        DROP INDEX IF EXISTS links_src_kind;
+        """,
+    ),
 ]
