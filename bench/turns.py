@@ -13,7 +13,8 @@ on disk until the run ends: files created right after thousands were deleted are
 slower to create on this disk, and ``--after-delete N`` measures that case on
 purpose. ``context`` builds stores of each size by rendering turn records straight
 to disk (the same format ``record_turn`` writes), indexes them once, then times
-``Memory.context`` and ``Memory.ancestors(depth=50)`` in process. The index sync
+``Memory.context`` and ``Memory.ancestors(depth=50)`` in process, the sizes
+taking turns query by query. The index sync
 every verb starts with is throttled (``store.sync_interval_seconds``) and timed
 separately, since its stat scan is the foundation's cost, not the pack's.
 """
@@ -225,73 +226,86 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
+def _context_store(
+    stack: contextlib.ExitStack, size: int, keep: Path | None, reuse: bool
+) -> tuple[Memory, dict[str, Any], dict[str, Any]]:
+    """Open (building and indexing first when needed) the store of one size."""
+    if keep is None:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    else:
+        folder = keep / f"context-{size}"
+    root, saved = folder / "s", folder / "info.json"
+    times = {"build_seconds": 0.0, "index_seconds": 0.0}
+    if reuse and saved.is_file():
+        info = json.loads(saved.read_text())
+    else:
+        if folder.exists():
+            raise SystemExit(f"{folder} exists: add --reuse, or pick a new folder")
+        folder.mkdir(parents=True)
+        Store.init(root, git=False)
+        started = time.perf_counter()
+        info = build_store(root, size)
+        times["build_seconds"] = round(time.perf_counter() - started, 1)
+    overrides = {**_overrides(0.0), "store": {"sync_interval_seconds": 3600.0}}
+    mem = stack.enter_context(Memory.open(root, overrides=overrides))
+    if not saved.is_file():
+        started = time.perf_counter()
+        mem.sync(force=True)
+        times["index_seconds"] = round(time.perf_counter() - started, 1)
+        saved.write_text(json.dumps(info))
+    started = time.perf_counter()
+    mem.index.sync()
+    times["sync_rescan_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    mem.context(thread="t0", user=info["users"][0], keywords=["deploy"])  # warm
+    return mem, info, times
+
+
 def bench_context(
     sizes: list[int], queries: int, keep: Path | None = None, reuse: bool = False
 ) -> dict[str, Any]:
+    """Time packs and depth-50 walks on stores of each size.
+
+    The sizes take turns query by query (one pack on each store, then the next), so a
+    change in this machine's speed during the run weighs on every size alike and the
+    ratio compares the stores, not two moments.
+    """
     out: dict[str, Any] = {}
-    for size in sizes:
-        with contextlib.ExitStack() as stack:
-            if keep is None:
-                folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            else:
-                folder = keep / f"context-{size}"
-            root, saved = folder / "s", folder / "info.json"
-            built = indexed = 0.0
-            if reuse and saved.is_file():
-                info = json.loads(saved.read_text())
-            else:
-                if folder.exists():
-                    raise SystemExit(f"{folder} exists: add --reuse, or pick a new folder")
-                folder.mkdir(parents=True)
-                Store.init(root, git=False)
+    with contextlib.ExitStack() as stack:
+        stores = {size: _context_store(stack, size, keep, reuse) for size in sizes}
+        rnds = {size: random.Random(1) for size in sizes}
+        times: dict[int, list[float]] = {size: [] for size in sizes}
+        packed: dict[int, list[tuple[int, int]]] = {size: [] for size in sizes}
+        for _ in range(queries):
+            for size, (mem, info, _t) in stores.items():
+                rnd = rnds[size]
+                t = rnd.randrange(info["threads"])
+                kws = rnd.sample(WORDS, 2)
                 started = time.perf_counter()
-                info = build_store(root, size)
-                built = time.perf_counter() - started
-            overrides = {**_overrides(0.0), "store": {"sync_interval_seconds": 3600.0}}
-            with Memory.open(root, overrides=overrides) as mem:
-                if not saved.is_file():
-                    started = time.perf_counter()
-                    mem.sync(force=True)
-                    indexed = time.perf_counter() - started
-                    saved.write_text(json.dumps(info))
+                # the thread and the user of its latest turn, as an agent loop asks
+                pack = mem.context(thread=f"t{t}", user=info["users"][t], keywords=kws)
+                times[size].append(time.perf_counter() - started)
+                assert pack.tokens <= mem.settings.turns.context_budget
+                packed[size].append((len(pack.items), pack.tokens))
+        walk: dict[int, list[float]] = {size: [] for size in sizes}
+        found: dict[int, list[tuple[int, int]]] = {size: [] for size in sizes}
+        for _ in range(queries):
+            for size, (mem, info, _t) in stores.items():
+                tip = rnds[size].choice(info["latest"])
                 started = time.perf_counter()
-                mem.index.sync()
-                rescan = time.perf_counter() - started
-                rnd = random.Random(1)
-                mem.context(thread="t0", user="u0", keywords=["deploy"], budget=2000)  # warm
-                times: list[float] = []
-                packed: list[tuple[int, int]] = []
-                for _ in range(queries):
-                    t = rnd.randrange(info["threads"])
-                    kws = rnd.sample(WORDS, 2)
-                    started = time.perf_counter()
-                    # the thread and the user of its latest turn, as an agent loop asks
-                    pack = mem.context(thread=f"t{t}", user=info["users"][t], keywords=kws)
-                    times.append(time.perf_counter() - started)
-                    assert pack.tokens <= mem.settings.turns.context_budget
-                    packed.append((len(pack.items), pack.tokens))
-                walk: list[float] = []
-                depths: list[int] = []
-                sizes_found: list[int] = []
-                for _ in range(queries):
-                    tip = rnd.choice(info["latest"])
-                    started = time.perf_counter()
-                    nodes = mem.ancestors(tip, depth=50)
-                    walk.append(time.perf_counter() - started)
-                    depths.append(max((n.depth for n in nodes), default=0))
-                    sizes_found.append(len(nodes))
+                nodes = mem.ancestors(tip, depth=50)
+                walk[size].append(time.perf_counter() - started)
+                found[size].append((max((n.depth for n in nodes), default=0), len(nodes)))
+        for size, (_mem, _info, made) in stores.items():
             out[str(size)] = {
-                "build_seconds": round(built, 1),
-                "index_seconds": round(indexed, 1),
-                "sync_rescan_ms": round(rescan * 1000, 1),
-                "context_p50_ms": round(statistics.median(times) * 1000, 2),
-                "context_p95_ms": round(_pct(times, 0.95) * 1000, 2),
-                "context_items_mean": round(statistics.mean(n for n, _ in packed), 1),
-                "context_tokens_mean": round(statistics.mean(t for _, t in packed)),
-                "ancestors50_p50_ms": round(statistics.median(walk) * 1000, 2),
-                "ancestors50_p95_ms": round(_pct(walk, 0.95) * 1000, 2),
-                "ancestors50_max_depth": max(depths),
-                "ancestors50_mean_turns": round(statistics.mean(sizes_found), 1),
+                **made,
+                "context_p50_ms": round(statistics.median(times[size]) * 1000, 2),
+                "context_p95_ms": round(_pct(times[size], 0.95) * 1000, 2),
+                "context_items_mean": round(statistics.mean(n for n, _ in packed[size]), 1),
+                "context_tokens_mean": round(statistics.mean(t for _, t in packed[size])),
+                "ancestors50_p50_ms": round(statistics.median(walk[size]) * 1000, 2),
+                "ancestors50_p95_ms": round(_pct(walk[size], 0.95) * 1000, 2),
+                "ancestors50_max_depth": max(d for d, _ in found[size]),
+                "ancestors50_mean_turns": round(statistics.mean(n for _, n in found[size]), 1),
             }
             print(json.dumps({size: out[str(size)]}), file=sys.stderr)
     if len(sizes) >= 2:

@@ -168,8 +168,11 @@ def test_budget_is_never_exceeded(
                 # Only allowed when even the snapshot (or the header) cannot fit.
                 assert "snapshot" in str(exc) or "header" in str(exc)
                 return
-            assert tokens.counter().count(pack.text) == pack.tokens <= budget
+            counter = tokens.counter()
+            assert counter.count(pack.text) == pack.tokens <= budget
             assert len({i.path for i in pack.items}) == len(pack.items)
+            for item in pack.items:  # a turn's heading and body, counted apart, add up
+                assert item.tokens == counter.count(item.text)
             if snapshot:
                 assert pack.items and pack.items[0].kind == "snapshot"
     finally:
