@@ -264,6 +264,24 @@ def test_symlink_cannot_lead_a_confined_token_out(
         assert client.get("/v1/files/episodes/peek.md").status_code == 403
 
 
+def test_a_new_file_through_a_symlinked_folder_stays_inside_the_token(
+    secured: tuple[Live, dict[str, str]], store_root: Path
+) -> None:
+    """The folder link leads to wiki/: the file would be created there, outside episodes/."""
+    live, tokens = secured
+    (store_root / "episodes/side").symlink_to(store_root / "wiki")
+    with live.client(tokens["writer"]) as client:
+        put = client.put("/v1/files/episodes/side/new.md", json={"content": "# N\n"})
+        assert put.status_code == 403
+    assert not (store_root / "wiki/new.md").exists()
+    (store_root / "episodes/kept").mkdir()
+    (store_root / "episodes/alias").symlink_to(store_root / "episodes/kept")
+    with live.client(tokens["writer"]) as client:  # a link inside the token's folder is fine
+        put = client.put("/v1/files/episodes/alias/new.md", json={"content": "# N\n"})
+        assert put.status_code in (200, 201), put.text
+    assert (store_root / "episodes/kept/new.md").is_file()
+
+
 def test_revoked_token_is_refused_at_once(
     secured: tuple[Live, dict[str, str]], store_root: Path
 ) -> None:
