@@ -65,7 +65,7 @@ class Difference:
         )
 
 
-TURN_TYPE = "turn"
+TURN_TYPE = "turn"  # the type of turn records (memdir.turns.TURN_TYPE; the index cannot import it)
 
 
 def _drop_turn(conn: sqlite3.Connection, doc_id: int, eid: str | None, kind: str | None) -> None:
