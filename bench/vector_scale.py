@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         embed_ms, search_ms = [], []
         for q in queries:
             t = time.perf_counter()
-            qvec = embedder.embed([q])[0]
+            qvec = embedder.embed_query(q)
             embed_ms.append((time.perf_counter() - t) * 1000)
             t = time.perf_counter()
             mem.vector_index().search_vector(qvec, limit=10)

@@ -57,6 +57,32 @@ def test_batching_does_not_change_vectors(minilm: emb.Embedder) -> None:
 
 
 @needs_model
+def test_fast_queries_are_close_to_documents_and_leave_documents_exact(
+    minilm: emb.Embedder,
+) -> None:
+    texts = [
+        "What did Caroline say about the adoption agency?",
+        "When did Melanie go camping with her kids?",
+        "deploy failed: migration 42 timed out",
+        "x",
+    ]
+    exact_before = minilm.embed(texts)
+    fast = np.vstack([minilm.embed_query(t) for t in texts])
+    again = np.vstack([minilm.embed_query(t) for t in texts])
+    assert np.array_equal(fast, again)  # one text per call: the same text, the same vector
+    assert np.allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+    cos = (fast * exact_before).sum(axis=1)
+    assert cos[:3].min() > 0.98, cos  # sentences
+    assert cos[3] > 0.9, cos  # one letter: three tokens, the roughest case
+    assert not np.array_equal(fast, exact_before)  # it is the integer graph that answered
+    assert np.array_equal(minilm.embed(texts), exact_before)  # documents stay exact
+    assert minilm.query_model_id == minilm.model_id + "+q8"
+    plain = emb.get_embedder(EmbeddingsSettings(provider="minilm", fast_queries=False))
+    assert plain.query_model_id == plain.model_id == minilm.model_id
+    assert np.array_equal(plain.embed_query(texts[0]), plain.embed([texts[0]])[0])
+
+
+@needs_model
 def test_bad_queries_embed_without_error(minilm: emb.Embedder) -> None:
     long_query = "caroline painted a sunrise " * 400  # far beyond the 256-piece window
     prefix = " ".join(long_query.split()[:200])

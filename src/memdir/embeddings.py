@@ -56,6 +56,15 @@ class Embedder(ABC):
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One L2-normalised float32 row per text, shape ``(len(texts), dim)``."""
 
+    @property
+    def query_model_id(self) -> str:
+        """What made the vectors of :meth:`embed_query` (``model_id`` unless it differs)."""
+        return self.model_id
+
+    def embed_query(self, text: str) -> Any:
+        """The vector of one search query (documents always go through :meth:`embed`)."""
+        return self.embed([text])[0]
+
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans of the text's tokens, used to chunk long text."""
         return word_spans(text)
@@ -115,6 +124,7 @@ class MiniLMEmbedder(Embedder):
         *,
         threads: int = 0,
         batch_size: int = 32,
+        fast_queries: bool = True,
     ) -> None:
         np = _need_numpy()
         try:
@@ -144,23 +154,67 @@ class MiniLMEmbedder(Embedder):
             # Another tokenizer gives other vectors: keep them apart from the default's.
             self.model_id += f"+tok:{tokenizer_digest[:12]}"
         self.batch_size = max(1, batch_size)
-        options = onnxruntime.SessionOptions()
-        # onnxruntime's own default uses one thread on some machines; 0 means "all cores, up to 4".
-        options.intra_op_num_threads = threads if threads > 0 else min(4, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        # Idle worker threads sleep instead of spinning: on a busy 2-core machine spinning
-        # threads fight the rest of the process (a short query took 2x longer with spinning).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.fast_queries = fast_queries
+        self._model_path = model_path
+        self._ort = onnxruntime
+        self._threads = threads if threads > 0 else min(4, os.cpu_count() or 1)
         try:
-            self._session = onnxruntime.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
             self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # a corrupt file surfaces as the provider's error
             raise ProviderError(f"cannot load the MiniLM embedder: {exc}") from None
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=self.window)
         self._lock = threading.Lock()
+        # Made on first use: a process that only searches never loads the documents' graph.
+        self._doc_session: Any = None
+        self._query_session: Any = None
+
+    def _new_session(self, model: str | bytes) -> Any:
+        options = self._ort.SessionOptions()
+        # onnxruntime's own default uses one thread on some machines; 0 means "all cores, up to 4".
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        # Idle worker threads sleep instead of spinning: on a busy 2-core machine spinning
+        # threads fight the rest of the process (a short query took 2x longer with spinning).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            return self._ort.InferenceSession(
+                model, sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # a corrupt file surfaces as the provider's error
+            raise ProviderError(f"cannot load the MiniLM embedder: {exc}") from None
+
+    def _documents(self) -> Any:
+        if self._doc_session is None:
+            self._doc_session = self._new_session(str(self._model_path))
+        return self._doc_session
+
+    def _queries(self) -> Any:
+        """The graph for one query at a time: integer products when ``fast_queries``."""
+        if self._query_session is None:
+            if not self.fast_queries:
+                self._query_session = self._documents()
+            else:
+                from .onnxproto import int8_query_model
+
+                rewritten = int8_query_model(self._model_path.read_bytes())
+                self._query_session = (
+                    self._documents() if rewritten is None else self._new_session(rewritten)
+                )
+        return self._query_session
+
+    @property
+    def query_model_id(self) -> str:
+        return self.model_id + ("+q8" if self.fast_queries else "")
+
+    def embed_query(self, text: str) -> Any:
+        """One query, through the integer graph (about 1.6x faster for a short query).
+
+        Its vectors are within a cosine of 0.99 of :meth:`embed`'s (the input is rounded
+        to 8 bits per call); documents are never embedded this way.
+        """
+        with self._lock:
+            return self._embed_batch([text], self._queries())[0]
 
     @staticmethod
     def _default_model_path() -> Path:
@@ -196,12 +250,13 @@ class MiniLMEmbedder(Embedder):
         # Sort by length so each batch pads little; put rows back in input order.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         with self._lock:
+            session = self._documents()
             for lo in range(0, len(order), self.batch_size):
                 idx = order[lo : lo + self.batch_size]
-                out[idx] = self._embed_batch([texts[i] for i in idx])
+                out[idx] = self._embed_batch([texts[i] for i in idx], session)
         return out  # type: ignore[no-any-return]
 
-    def _embed_batch(self, texts: list[str]) -> Matrix:
+    def _embed_batch(self, texts: list[str], session: Any) -> Matrix:
         np = self._np
         encodings = self._tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
         width = max(len(e.ids) for e in encodings)
@@ -210,7 +265,7 @@ class MiniLMEmbedder(Embedder):
         for row, enc in enumerate(encodings):
             ids[row, : len(enc.ids)] = enc.ids
             mask[row, : len(enc.ids)] = 1
-        hidden = self._session.run(
+        hidden = session.run(
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
         )[0]
@@ -219,7 +274,7 @@ class MiniLMEmbedder(Embedder):
         return normalise(pooled.astype(np.float32))
 
 
-_cache: dict[tuple[str, str, str, int, int], Embedder] = {}
+_cache: dict[tuple[str, str, str, int, int, bool], Embedder] = {}
 _cache_lock = threading.Lock()
 
 
@@ -229,6 +284,7 @@ def _minilm_factory(settings: EmbeddingsSettings) -> Embedder:
         Path(settings.tokenizer_path) if settings.tokenizer_path else None,
         threads=settings.threads,
         batch_size=settings.batch_size,
+        fast_queries=settings.fast_queries,
     )
 
 
@@ -248,6 +304,7 @@ def get_embedder(settings: EmbeddingsSettings) -> Embedder:
         settings.tokenizer_path,
         settings.batch_size,
         settings.threads,
+        settings.fast_queries,
     )
     with _cache_lock:
         if key in _cache:

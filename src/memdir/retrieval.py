@@ -236,12 +236,12 @@ class RetrievalVerbs:
     def _query_vector(self, query: str) -> Any:
         """The query's embedding; the last ``QUERY_CACHE`` queries per model are kept."""
         embedder = self.embedder()
-        key = (embedder.model_id, query)
+        key = (embedder.query_model_id, query)
         with _query_lock:
             if key in _query_cache:
                 _query_cache.move_to_end(key)
                 return _query_cache[key]
-        vector = embedder.embed([query])[0]
+        vector = embedder.embed_query(query)
         with _query_lock:
             _query_cache[key] = vector
             while len(_query_cache) > QUERY_CACHE:

@@ -60,6 +60,7 @@ class EmbeddingsSettings:
     api_key_env: str = ""
     tokenizer_path: str = ""
     threads: int = 0
+    fast_queries: bool = True
     chunk_tokens: int = 200
     chunk_overlap: int = 40
 

@@ -8,75 +8,37 @@ onnxruntime's integer matrix product (``MatMulInteger``, whose CPU kernels use
 SIMD integer instructions). Each approximate score comes with a bound on its
 error (:meth:`Int8Scorer.scores`), so the caller can re-score exactly every row
 that could still be among the best: the result is the exact one, not an
-approximation. The one-node ONNX graph is written here as protobuf bytes (the
-``onnx`` package is not needed).
+approximation. The one-node ONNX graph is written as protobuf bytes with
+:mod:`memdir.onnxproto` (the ``onnx`` package is not needed).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .onnxproto import INT8, INT32, UINT8, bytes_field, model, node, str_field, tensor, value_info
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-_INT8, _UINT8, _INT32 = 3, 2, 6
 # Seven bits for the matrix: x86 kernels without VNNI add pairs of u8 x s8 products in
 # saturating 16-bit lanes, and 2 x 255 x 63 still fits (2 x 255 x 127 does not).
 _LEVELS = 63.0
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while True:
-        low = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
-
-
-def _int(field: int, value: int) -> bytes:
-    return _varint(field << 3) + _varint(value)
-
-
-def _bytes(field: int, value: bytes) -> bytes:
-    return _varint((field << 3) | 2) + _varint(len(value)) + value
-
-
-def _str(field: int, value: str) -> bytes:
-    return _bytes(field, value.encode("utf-8"))
-
-
-def _value_info(name: str, elem_type: int, dims: list[int]) -> bytes:
-    shape = b"".join(_bytes(1, _int(1, d)) for d in dims)  # TensorShapeProto.dim.dim_value
-    tensor = _int(1, elem_type) + _bytes(2, shape)  # TypeProto.Tensor
-    return _str(1, name) + _bytes(2, _bytes(1, tensor))  # ValueInfoProto{name, type}
-
-
-def _tensor(name: str, elem_type: int, dims: list[int], raw: bytes) -> bytes:
-    head = b"".join(_int(1, d) for d in dims) + _int(2, elem_type)
-    return head + _str(8, name) + _bytes(9, raw)  # TensorProto{dims, data_type, name, raw_data}
-
-
 def matmul_integer_model(weights: npt.NDArray[np.int8]) -> bytes:
     """An ONNX model: ``scores[1, N] = (query[1, K] - 128) @ weights[K, N]`` in int32."""
     k, n = (int(d) for d in weights.shape)
-    node = _str(1, "query") + _str(1, "weights") + _str(1, "zero") + _str(2, "scores")
-    node += _str(4, "MatMulInteger")
     graph = (
-        _bytes(1, node)
-        + _str(2, "memdir-scan")
-        + _bytes(5, _tensor("weights", _INT8, [k, n], weights.tobytes()))
-        + _bytes(5, _tensor("zero", _UINT8, [], bytes([128])))
-        + _bytes(11, _value_info("query", _UINT8, [1, k]))
-        + _bytes(12, _value_info("scores", _INT32, [1, n]))
+        bytes_field(1, node("MatMulInteger", ["query", "weights", "zero"], ["scores"]))
+        + str_field(2, "memdir-scan")
+        + bytes_field(5, tensor("weights", INT8, [k, n], weights.tobytes()))
+        + bytes_field(5, tensor("zero", UINT8, [], bytes([128])))
+        + bytes_field(11, value_info("query", UINT8, [1, k]))
+        + bytes_field(12, value_info("scores", INT32, [1, n]))
     )
-    # ModelProto{ir_version 8, graph, opset_import {"" 13}}
-    return _int(1, 8) + _bytes(7, graph) + _bytes(8, _int(2, 13))
+    return model(graph)
 
 
 class Int8Scorer:
