@@ -83,6 +83,18 @@ def test_fast_queries_are_close_to_documents_and_leave_documents_exact(
 
 
 @needs_model
+def test_a_query_graph_onnxruntime_refuses_falls_back_to_the_exact_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memdir import onnxproto
+
+    monkeypatch.setattr(onnxproto, "int8_query_model", lambda model: b"not an onnx model")
+    fresh = emb.MiniLMEmbedder()
+    text = "When did Melanie go camping?"
+    assert np.array_equal(fresh.embed_query(text), fresh.embed([text])[0])
+
+
+@needs_model
 def test_bad_queries_embed_without_error(minilm: emb.Embedder) -> None:
     long_query = "caroline painted a sunrise " * 400  # far beyond the 256-piece window
     prefix = " ".join(long_query.split()[:200])

@@ -198,9 +198,11 @@ class MiniLMEmbedder(Embedder):
                 from .onnxproto import int8_query_model
 
                 rewritten = int8_query_model(self._model_path.read_bytes())
-                self._query_session = (
-                    self._documents() if rewritten is None else self._new_session(rewritten)
-                )
+                try:
+                    fast = None if rewritten is None else self._new_session(rewritten)
+                except ProviderError:
+                    fast = None  # a graph onnxruntime refuses: queries take the exact one
+                self._query_session = fast if fast is not None else self._documents()
         return self._query_session
 
     @property
