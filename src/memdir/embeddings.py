@@ -210,10 +210,11 @@ class MiniLMEmbedder(Embedder):
         return self.model_id + ("+q8" if self.fast_queries else "")
 
     def embed_query(self, text: str) -> Any:
-        """One query, through the integer graph (about 1.6x faster for a short query).
+        """One query, through the integer graph (about 1.5x faster for a short query).
 
-        Its vectors are within a cosine of 0.99 of :meth:`embed`'s (the input is rounded
-        to 8 bits per call); documents are never embedded this way.
+        For a sentence its vector is within a cosine of 0.98 of :meth:`embed`'s (weights at
+        seven bits, the input rounded to 8 bits per call); documents are never embedded
+        this way.
         """
         with self._lock:
             return self._embed_batch([text], self._queries())[0]
