@@ -38,13 +38,8 @@ class Live:
 
 
 @contextmanager
-def live_server(
-    root: Path, overrides: dict[str, dict[str, Any]] | None = None, *, mcp: bool = True
-) -> Iterator[Live]:
-    """Start uvicorn in a thread on a free loopback port; stop it gracefully after."""
-    settings = load(root, overrides)
-    mem = Memory.open(root, settings=settings)
-    app = create_app(mem, mcp=mcp)
+def serving(app: Any) -> Iterator[tuple[str, uvicorn.Server]]:
+    """uvicorn serving ``app`` in a thread on a free loopback port; stopped gracefully after."""
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
@@ -56,7 +51,19 @@ def live_server(
             raise RuntimeError("server did not start")
         time.sleep(0.01)
     try:
-        yield Live(f"http://127.0.0.1:{port}", mem, server)
+        yield f"http://127.0.0.1:{port}", server
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+        assert not thread.is_alive(), "server did not stop"
+
+
+@contextmanager
+def live_server(
+    root: Path, overrides: dict[str, dict[str, Any]] | None = None, *, mcp: bool = True
+) -> Iterator[Live]:
+    """A memdir server for the store at ``root`` (see :func:`serving`)."""
+    settings = load(root, overrides)
+    mem = Memory.open(root, settings=settings)
+    with serving(create_app(mem, mcp=mcp)) as (url, server):
+        yield Live(url, mem, server)

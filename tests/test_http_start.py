@@ -22,13 +22,12 @@ from typing import Any
 
 import anyio
 import httpx
-import uvicorn
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import run_cli
-from http_server import free_port
+from http_server import free_port, serving
 from memdir.auth import TokenRegistry
 from memdir.http.app import create_api
 from memdir.http.middleware import ServerMiddleware
@@ -184,22 +183,11 @@ def deferred_server(
     failures: list[Exception] = []
     deferred = DeferredApp(load_api, on_failure=failures.append)
     app = ServerMiddleware(deferred, registry=registry, max_body_bytes=1 << 20)
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", deferred, failures
-    finally:
-        gate.set()
-        server.should_exit = True
-        thread.join(timeout=30)
-        assert not thread.is_alive()
+    with serving(app) as (url, _server):
+        try:
+            yield url, deferred, failures
+        finally:
+            gate.set()  # a load still waiting must end before the server stops
 
 
 def test_requests_wait_for_the_api_while_health_answers(store_root: Path) -> None:
