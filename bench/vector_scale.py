@@ -185,7 +185,7 @@ def embed_run(root: Path, turns: int, seed: int) -> dict[str, Any]:
     from memdir.retrieval import ProgressPrinter
 
     mem = build_turns(root, turns, seed)
-    mem.sync()
+    mem.sync(force=True)  # open() already walked the empty store
     t = time.perf_counter()
     first = mem.embed(progress=ProgressPrinter("embedding"))
     seconds = time.perf_counter() - t
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reusing {root}: {count} vectors", file=sys.stderr)
         else:
             mem = build(root, args.docs, args.seed, words)
-            mem.sync()
+            mem.sync(force=True)  # open() already walked the empty store
             print(
                 f"wrote and indexed {args.docs} docs in {time.perf_counter() - t:.1f} s",
                 file=sys.stderr,

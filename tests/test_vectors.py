@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memdir import embeddings as emb
-from memdir.errors import InvalidQuery, MissingExtra
+from memdir.errors import InvalidQuery, MissingExtra, ProviderError
 from memdir.plugins import hookimpl, manager
 from memdir.retrieval import RetrievalVerbs
 from memdir.service import Memory
@@ -39,6 +39,20 @@ class Letters(emb.Embedder):
         return emb.normalise(out)
 
 
+class Wide(Letters):
+    """Letter counts returned as float64, as a plugin built on numpy defaults may do."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return super().embed(texts).astype(np.float64)
+
+
+class Short(Letters):
+    """Rows one value short of the dimension the embedder declares."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return super().embed(texts)[:, :25]
+
+
 def _broken(settings: Any) -> emb.Embedder:
     raise MissingExtra("the toy model is not installed: pip install 'memdir[vectors]'")
 
@@ -49,6 +63,8 @@ class ToyPlugin:
         register("letters", lambda settings: Letters("letters-v1"))
         register("letters2", lambda settings: Letters("letters-v2"))
         register("absent", _broken)
+        register("wide", lambda settings: Wide("wide-v1"))
+        register("short", lambda settings: Short("short-v1"))
 
 
 Mem = Memory
@@ -108,6 +124,25 @@ def test_second_sync_embeds_nothing_and_cache_hits_unchanged_text(toy: None, roo
     ).fetchone()
     assert rows[0] == 3
     mem.close()
+
+
+def test_plugin_vectors_are_stored_as_float32_and_checked(toy: None, root: Path) -> None:
+    mem = _open(root, "wide")
+    _seed(mem)
+    found = mem.search("sunrises painted", mode="vector", limit=3)
+    assert found[0].path == "notes/sunrise.md"
+    assert found[0].why["vector_score"] == pytest.approx(
+        float(
+            Letters("x").embed(["sunrises painted"])[0]
+            @ Letters("x").embed(["Sunrise\n\nI painted a lake sunrise last year."])[0]
+        ),
+        abs=0.02,
+    )
+    mem.close()
+    short = _open(Store.init(root.parent / "other"), "short")
+    with pytest.raises(ProviderError, match=r"shape \(\d+, 25\).*expected \(\d+, 26\)"):
+        short.embed()
+    short.close()
 
 
 def test_modes_and_why(toy: None, root: Path) -> None:

@@ -241,7 +241,14 @@ class RetrievalVerbs:
             if key in _query_cache:
                 _query_cache.move_to_end(key)
                 return _query_cache[key]
-        vector = embedder.embed_query(query)
+        import numpy as np
+
+        vector = np.ascontiguousarray(embedder.embed_query(query), dtype=np.float32).reshape(-1)
+        if vector.shape != (embedder.dim,):
+            raise ProviderError(
+                f"embedder {embedder.query_model_id!r} returned a query vector of "
+                f"{vector.size} values; expected {embedder.dim}"
+            )
         with _query_lock:
             _query_cache[key] = vector
             while len(_query_cache) > QUERY_CACHE:

@@ -402,7 +402,7 @@ class VectorIndex:
         known = self._known_hashes(conn, list(texts))
         todo = [h for h in texts if h not in known]
         stats.cache_hits += len(texts) - len(todo)
-        vectors = self.embedder.embed([texts[h] for h in todo]) if todo else None
+        vectors = self._embed([texts[h] for h in todo]) if todo else None
         with self.index.transaction() as wconn:
             if vectors is not None:
                 wconn.executemany(
@@ -551,6 +551,17 @@ class VectorIndex:
         self._chunk_rows = [(int(r[1]), int(r[2]), int(r[3])) for r in rows]
         self._loaded_key = key
 
+    def _embed(self, texts: list[str]) -> Any:
+        """The embedder's vectors as float32 rows of its dimension (stored as bytes)."""
+        np = self._np
+        out = np.ascontiguousarray(self.embedder.embed(texts), dtype=np.float32)
+        if out.shape != (len(texts), self.embedder.dim):
+            raise ProviderError(
+                f"embedder {self.model!r} returned an array of shape {out.shape} for "
+                f"{len(texts)} texts; expected ({len(texts)}, {self.embedder.dim})"
+            )
+        return out
+
     def _scorer(self) -> Int8Scorer | None:
         """The int8 first pass for a matrix of ``quantise_from`` rows or more (else None).
 
@@ -656,9 +667,12 @@ class VectorIndex:
         chunk_rows: list[tuple[int, int, int]],
         flt: Filters,
     ) -> list[VectorHit]:
-        """Visible documents among the picked rows, best first, each by its best chunk."""
+        """Visible documents among the picked rows, best first, each by its best chunk.
+
+        Equal scores go in row order (documents by id), whichever rows were picked.
+        """
         np = self._np
-        order = np.argsort(-exact, kind="stable")
+        order = np.lexsort((picked, -exact))
         best: dict[int, tuple[int, float]] = {}
         for j in order.tolist():
             i = int(picked[j])
