@@ -9,8 +9,10 @@ turn's time, the previous turn of the session is the parent). Every question of
 categories 1-4 is asked; retrieval only is scored (no answer generation):
 turn-level and session-level recall_any@k / recall_all@k (k = 1, 3, 5, 10),
 NDCG@10, MRR (over the top 10), query latency and tokens returned. The same run
-scores plain BM25 so every figure has its ratio. The data is never copied into
-the repository: pass its path.
+scores plain BM25 so every figure has its ratio; each conversation's recall_any@5
+is printed as it finishes (and kept under ``conversations`` in the JSON), so a
+change can be checked on conversations it was not tuned on. The data is never
+copied into the repository: pass its path.
 """
 
 from __future__ import annotations
@@ -351,6 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = args.keep or Path(tempfile.mkdtemp(prefix="memdir-locomo-"))
     main_results: list[Result] = []
     base_results: list[Result] = []
+    per_conv: dict[str, dict[str, dict[str, float]]] = {}
     started = time.perf_counter()
     try:
         for conv in convs:
@@ -375,9 +378,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 main_res = (
                     base if args.mode == "bm25" else run_mode(mem, conv, paths, args.mode, count)
                 )
+                mine = score(main_res)
+                per_conv[conv.sample_id] = {
+                    level: {k: mine[level][k] for k in ("recall_any@5", "recall_any@10")}
+                    for level in ("turn", "session")
+                }
                 print(
                     f"{conv.sample_id}: {len(conv.turns)} turns ingested in {t1 - t0:.1f} s, "
-                    f"embedded in {t2 - t1:.1f} s, {len(conv.questions)} questions",
+                    f"embedded in {t2 - t1:.1f} s, {len(conv.questions)} questions; "
+                    f"recall_any@5 turn {mine['turn']['recall_any@5']:.4f} "
+                    f"session {mine['session']['recall_any@5']:.4f}",
                     file=sys.stderr,
                 )
                 base_results += base
@@ -396,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out["mode"] = args.mode
         out["bm25"] = baseline
         out["settings"] = overrides
+        out["conversations"] = per_conv
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0
 
