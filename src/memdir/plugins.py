@@ -1,6 +1,6 @@
 """The plugin mechanism (pluggy).
 
-Providers of embedders, compactors and article writers register through the
+Providers of embedders, rerankers, compactors and article writers register through the
 ``register_*`` hooks. Built-in providers are default plugins; tests register
 fakes through the same manager, so there is no test-only branch in the code.
 """
@@ -24,6 +24,10 @@ class Specs:
         """Register embedder factories: ``register("name", factory)``."""
 
     @hookspec
+    def register_rerankers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        """Register reranker factories (see :mod:`memdir.rerank`)."""
+
+    @hookspec
     def register_compactors(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
         """Register work-log compactor factories."""
 
@@ -32,7 +36,7 @@ class Specs:
         """Register article writer factories."""
 
 
-_DEFAULT_PLUGIN_MODULES: list[str] = ["memdir.embeddings", "memdir.compact"]
+_DEFAULT_PLUGIN_MODULES: list[str] = ["memdir.embeddings", "memdir.rerank", "memdir.compact"]
 _manager: pluggy.PluginManager | None = None
 
 
@@ -58,7 +62,7 @@ def manager() -> pluggy.PluginManager:
 
 
 def providers(hook: str) -> dict[str, Callable[..., Any]]:
-    """All factories registered for ``hook`` ("embedders", "compactors", "writers")."""
+    """All factories registered for ``hook`` ("embedders", "rerankers", "compactors", "writers")."""
     found: dict[str, Callable[..., Any]] = {}
 
     def register(name: str, factory: Callable[..., Any]) -> None:

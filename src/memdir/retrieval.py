@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from .embeddings import Embedder
     from .index import Index, SyncStats
+    from .rerank import Reranker
     from .settings import Settings
     from .store import Store
     from .vectors import FirstPass, VectorIndex, VectorSyncStats
@@ -220,18 +221,74 @@ class RetrievalVerbs:
         size = self._limit(limit)
         if not words(query):
             raise InvalidQuery("the query has no searchable words")
+        reranker = self.reranker()
+        want = size if reranker is None else max(size, self.settings.rerank.depth)
         with self.synced():  # one walk of the files for the whole search
             effective, _note = self.search_mode(mode)
             if effective == "bm25":
-                hits = self.keyword_search(query, limit=size, filters=flt)
+                hits = self.keyword_search(query, limit=want, filters=flt)
                 for hit in hits:
                     hit.why.setdefault("mode", "bm25")
-                return hits
-            vectors = self.vector_index()
-            vectors.sync(progress=progress)
-            if effective == "vector":
-                return self._vector_hits(query, size, flt)
-            return self._hybrid_hits(query, size, flt)
+            else:
+                vectors = self.vector_index()
+                vectors.sync(progress=progress)
+                if effective == "vector":
+                    hits = self._vector_hits(query, want, flt)
+                else:
+                    hits = self._hybrid_hits(query, want, flt)
+            if reranker is not None:
+                hits = self._reranked(query, hits, reranker)
+        return hits[:size]
+
+    def reranker(self) -> Reranker | None:
+        """The configured reranker, or None when ``[rerank] provider`` is empty."""
+        from .rerank import get_reranker
+
+        return get_reranker(self.settings.rerank)
+
+    def _reranked(self, query: str, hits: list[Hit], reranker: Reranker) -> list[Hit]:
+        """The first ``rerank.depth`` hits in the reranker's order; the rest after them.
+
+        A reranker that fails leaves the order as it was and says why in each hit's
+        ``why`` (a search never fails because of an optional second opinion).
+        """
+        from .rerank import TEXT_CHARS
+
+        depth = min(len(hits), max(self.settings.rerank.depth, 0))
+        head, tail = hits[:depth], hits[depth:]
+        if not head:
+            return hits
+        texts = self._texts_for([h.path for h in head])
+        try:
+            scores = list(reranker.score(query, [texts[h.path][:TEXT_CHARS] for h in head]))
+            if len(scores) != len(head):
+                raise ProviderError(f"the reranker gave {len(scores)} scores for {len(head)}")
+        except ProviderError as exc:
+            for hit in head:
+                hit.why["rerank_error"] = str(exc)
+            return hits
+        order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
+        out = []
+        for rank, i in enumerate(order, start=1):
+            hit = head[i]
+            hit.why["rank_before_rerank"] = i + 1
+            hit.why["rerank_rank"] = rank
+            hit.why["rerank_score"] = round(float(scores[i]), 5)
+            hit.score = round(float(scores[i]), 5)
+            out.append(hit)
+        return out + tail
+
+    def _texts_for(self, paths: list[str]) -> dict[str, str]:
+        """What each document says, as a reranker reads it: the text that is embedded."""
+        from .vectors import document_texts
+
+        conn = self.index.conn
+        ids = self._ids_for(paths)
+        out = {}
+        for path in paths:
+            found = document_texts(conn, ids[path]) if path in ids else None
+            out[path] = found[0] if found else ""
+        return out
 
     def _query_vector(self, query: str) -> Any:
         """The query's embedding; the last ``QUERY_CACHE`` queries per model are kept."""

@@ -66,6 +66,16 @@ class EmbeddingsSettings:
 
 
 @dataclass(frozen=True)
+class RerankSettings:
+    provider: str = ""
+    depth: int = 20
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = ""
+    timeout_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
 class LLMSettings:
     provider: str = ""
     base_url: str = ""
@@ -118,6 +128,7 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     search: SearchSettings = field(default_factory=SearchSettings)
     embeddings: EmbeddingsSettings = field(default_factory=EmbeddingsSettings)
+    rerank: RerankSettings = field(default_factory=RerankSettings)
     llm: LLMSettings = field(default_factory=LLMSettings)
     turns: TurnSettings = field(default_factory=TurnSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)

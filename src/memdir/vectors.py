@@ -123,6 +123,33 @@ def passage(title: str, body: str, user: str | None = None) -> str:
     return f"{user}: {text}" if user else text
 
 
+def document_texts(
+    conn: sqlite3.Connection, doc_id: int
+) -> tuple[str, str, str, str | None] | None:
+    """(text to embed, passage title, passage words, thread) of an indexed document.
+
+    The text to embed is also what a reranker reads (:mod:`memdir.retrieval`).
+    """
+    row = conn.execute(
+        "SELECT d.title, f.body, d.user, d.type, d.fm, d.thread FROM docs d "
+        "JOIN docs_fts f ON f.rowid = d.id WHERE d.id = ?",
+        (doc_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    body = str(row[1] or "")
+    turn = None
+    if str(row[3] or "").lower() == "turn":
+        tools = '"tool_calls"' in str(row[4] or "")
+        turn = turn_text(body, with_compact=tools)
+    text = (
+        f"{row[2]}: {turn}" if turn and row[2] else turn or passage(str(row[0] or ""), body, row[2])
+    )
+    if turn is not None:
+        return text, "", turn, row[5]
+    return text, str(row[0] or ""), passage("", body), row[5]
+
+
 PASSAGES_VERSION = "2"
 _TOKENIZER = "tokenize = 'porter unicode61 remove_diacritics 2'"
 _PASSAGE_TABLES = (
@@ -385,7 +412,7 @@ class VectorIndex:
         texts: dict[str, str] = {}
         lexical: list[tuple[int, str, str, str | None]] = []
         for doc_id, doc_hash in docs:
-            found = self._doc_texts(conn, doc_id)
+            found = document_texts(conn, doc_id)
             if found is None:
                 continue
             text, title, words, thread = found
@@ -427,32 +454,6 @@ class VectorIndex:
                 stats.chunks += len(entries)
             self._store_passages(wconn, lexical)
 
-    @staticmethod
-    def _doc_texts(
-        conn: sqlite3.Connection, doc_id: int
-    ) -> tuple[str, str, str, str | None] | None:
-        """(text to embed, passage title, passage words, thread) of a document."""
-        row = conn.execute(
-            "SELECT d.title, f.body, d.user, d.type, d.fm, d.thread FROM docs d "
-            "JOIN docs_fts f ON f.rowid = d.id WHERE d.id = ?",
-            (doc_id,),
-        ).fetchone()
-        if row is None:
-            return None
-        body = str(row[1] or "")
-        turn = None
-        if str(row[3] or "").lower() == "turn":
-            tools = '"tool_calls"' in str(row[4] or "")
-            turn = turn_text(body, with_compact=tools)
-        text = (
-            f"{row[2]}: {turn}"
-            if turn and row[2]
-            else turn or passage(str(row[0] or ""), body, row[2])
-        )
-        if turn is not None:
-            return text, "", turn, row[5]
-        return text, str(row[0] or ""), passage("", body), row[5]
-
     def write_passages(self, doc_ids: Sequence[int]) -> None:
         """Write the lexical rows of these documents without embedding (benchmarks, repair)."""
         with self._lock:
@@ -460,7 +461,7 @@ class VectorIndex:
             conn = self.index.conn
             lexical = []
             for doc_id in doc_ids:
-                found = self._doc_texts(conn, doc_id)
+                found = document_texts(conn, doc_id)
                 if found is not None:
                     lexical.append((doc_id, found[1], found[2], found[3]))
             with self.index.transaction() as wconn:
