@@ -277,7 +277,7 @@ class MiniLMEmbedder(Embedder):
         return normalise(pooled.astype(np.float32))
 
 
-_cache: dict[tuple[str, str, str, int, int, bool], Embedder] = {}
+_cache: dict[tuple[str, str, str, int, int, bool, str, str], Embedder] = {}
 _cache_lock = threading.Lock()
 
 
@@ -291,10 +291,18 @@ def _minilm_factory(settings: EmbeddingsSettings) -> Embedder:
     )
 
 
+def _openai_factory(settings: EmbeddingsSettings) -> Embedder:
+    # Imported here: httpx is needed only when this provider is configured.
+    from .remote_embeddings import OpenAIEmbedder
+
+    return OpenAIEmbedder(settings)
+
+
 @hookimpl
 def register_embedders(register: Callable[[str, Callable[..., Any]], None]) -> None:
-    """The built-in embedders."""
+    """The built-in embedders: ``minilm`` (offline, the default) and ``openai`` (a server)."""
     register("minilm", _minilm_factory)
+    register("openai", _openai_factory)
 
 
 def get_embedder(settings: EmbeddingsSettings) -> Embedder:
@@ -308,6 +316,8 @@ def get_embedder(settings: EmbeddingsSettings) -> Embedder:
         settings.batch_size,
         settings.threads,
         settings.fast_queries,
+        settings.base_url,
+        settings.api_key_env,
     )
     with _cache_lock:
         if key in _cache:
