@@ -53,6 +53,17 @@ class Short(Letters):
         return super().embed(texts)[:, :25]
 
 
+class Flaky(Letters):
+    """Works until the test takes its service away."""
+
+    down = False
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if Flaky.down:
+            raise ProviderError("embeddings provider 'flaky': connection refused")
+        return super().embed(texts)
+
+
 def _broken(settings: Any) -> emb.Embedder:
     raise MissingExtra("the toy model is not installed: pip install 'memdir[vectors]'")
 
@@ -64,6 +75,7 @@ class ToyPlugin:
         register("letters2", lambda settings: Letters("letters-v2"))
         register("absent", _broken)
         register("wide", lambda settings: Wide("wide-v1"))
+        register("flaky", lambda settings: Flaky("flaky-v1"))
         register("short", lambda settings: Short("short-v1"))
 
 
@@ -143,6 +155,25 @@ def test_plugin_vectors_are_stored_as_float32_and_checked(toy: None, root: Path)
     with pytest.raises(ProviderError, match=r"shape \(\d+, 25\).*expected \(\d+, 26\)"):
         short.embed()
     short.close()
+
+
+def test_auto_search_keeps_to_keywords_when_the_embedder_fails_later(toy: None, root: Path) -> None:
+    Flaky.down = False
+    mem = _open(root, "flaky")
+    _seed(mem)
+    assert mem.search("marathon training", limit=3)[0].why["mode"] == "hybrid"
+    Flaky.down = True
+    try:
+        mem.write("notes/swim.md", "# Swimming\n\nLaps in the lake every morning.\n")
+        found = mem.search("lake laps", limit=3)
+        assert found[0].path == "notes/swim.md" and found[0].why["mode"] == "bm25"
+        assert "connection refused" in found[0].why["fallback"]
+        for mode in ("vector", "hybrid"):
+            with pytest.raises(ProviderError, match="connection refused"):
+                mem.search("lake laps", mode=mode)
+    finally:
+        Flaky.down = False
+        mem.close()
 
 
 def test_modes_and_why(toy: None, root: Path) -> None:

@@ -225,17 +225,27 @@ class RetrievalVerbs:
         want = size if reranker is None else max(size, self.settings.rerank.depth)
         with self.synced():  # one walk of the files for the whole search
             effective, _note = self.search_mode(mode)
+            fallback: str | None = None
+            if effective != "bm25":
+                try:
+                    vectors = self.vector_index()
+                    vectors.sync(progress=progress)
+                    if effective == "vector":
+                        hits = self._vector_hits(query, want, flt)
+                    else:
+                        hits = self._hybrid_hits(query, want, flt)
+                except ProviderError as exc:
+                    # An embedder that fails after it was set up (a server that went away)
+                    # stops an explicit vector or hybrid search; `auto` keeps to keywords.
+                    if (mode or self.settings.search.mode or "auto").strip().lower() != "auto":
+                        raise
+                    effective, fallback = "bm25", f"keyword search only: {exc}"
             if effective == "bm25":
                 hits = self.keyword_search(query, limit=want, filters=flt)
                 for hit in hits:
                     hit.why.setdefault("mode", "bm25")
-            else:
-                vectors = self.vector_index()
-                vectors.sync(progress=progress)
-                if effective == "vector":
-                    hits = self._vector_hits(query, want, flt)
-                else:
-                    hits = self._hybrid_hits(query, want, flt)
+                    if fallback:
+                        hit.why["fallback"] = fallback
             if reranker is not None:
                 hits = self._reranked(query, hits, reranker)
         return hits[:size]
