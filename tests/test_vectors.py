@@ -171,6 +171,14 @@ def test_auto_search_keeps_to_keywords_when_the_embedder_fails_later(toy: None, 
         for mode in ("vector", "hybrid"):
             with pytest.raises(ProviderError, match="connection refused"):
                 mem.search("lake laps", mode=mode)
+        # Back up: auto searches wait out the retry period without calling the embedder.
+        Flaky.down = False
+        CALLS.clear()
+        again = mem.search("lake laps", limit=3)
+        assert again[0].why["mode"] == "bm25" and "tried again in" in again[0].why["fallback"]
+        assert mem.search_mode("auto")[0] == "bm25" and not CALLS
+        mem._embedder_failed = (0.0, "expired")  # the retry period is over
+        assert mem.search("lake laps", limit=3)[0].why["mode"] == "hybrid" and CALLS
     finally:
         Flaky.down = False
         mem.close()

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from .vectors import FirstPass, VectorIndex, VectorSyncStats
 
 MODES = ("auto", "bm25", "vector", "hybrid")
+# After the embedder fails (its server is down), `auto` searches keep to keywords this
+# long before they try it again, so a long-lived process does not wait on it every time.
+RETRY_SECONDS = 30.0
 # Hybrid search: a turn by a user the query names gains this (see memdir.userhints).
 USER_BOOST = 0.05
 # Hybrid search: after this many results, the best hit of each thread not yet shown comes first.
@@ -84,6 +87,7 @@ class RetrievalVerbs:
     store: Store
     index: Index
     settings: Settings
+    _embedder_failed: tuple[float, str] | None = None  # (retry after, why), see RETRY_SECONDS
 
     if TYPE_CHECKING:  # provided by StoreVerbs in Memory
 
@@ -167,12 +171,15 @@ class RetrievalVerbs:
         if wanted == "auto":
             if not self.settings.embeddings.enabled:
                 return "bm25", "embeddings are disabled ([embeddings] enabled = false)"
+            down = self._embedder_down()
+            if down is not None:
+                return "bm25", down
             try:
                 self.vector_index().check_model()
             except (MissingExtra, ModelMismatch) as exc:
                 return "bm25", f"keyword search only: {exc}"
             except ProviderError as exc:
-                return "bm25", f"keyword search only: {exc}"
+                return "bm25", self._note_embedder_down(exc)
             # Embedding a large backlog inline would stall a search for minutes or hours.
             self.sync()
             pending = self.vector_index().pending_count()
@@ -189,6 +196,22 @@ class RetrievalVerbs:
             )
         self.vector_index().check_model()
         return wanted, None
+
+    def _note_embedder_down(self, exc: Exception) -> str:
+        """Remember that the embedder failed; the note a keyword-only search carries."""
+        self._embedder_failed = (time.monotonic() + RETRY_SECONDS, str(exc))
+        return f"keyword search only: {exc}"
+
+    def _embedder_down(self) -> str | None:
+        """Why `auto` keeps to keywords for now, while a recent embedder failure lasts."""
+        failed = self._embedder_failed
+        if failed is None:
+            return None
+        left = failed[0] - time.monotonic()
+        if left <= 0:
+            self._embedder_failed = None
+            return None
+        return f"keyword search only: {failed[1]} (the embedder is tried again in {left:.0f} s)"
 
     # -- search --------------------------------------------------------------------------
 
@@ -239,7 +262,9 @@ class RetrievalVerbs:
                     # stops an explicit vector or hybrid search; `auto` keeps to keywords.
                     if (mode or self.settings.search.mode or "auto").strip().lower() != "auto":
                         raise
-                    effective, fallback = "bm25", f"keyword search only: {exc}"
+                    effective, fallback = "bm25", self._note_embedder_down(exc)
+            elif _note and (mode or self.settings.search.mode or "auto").strip().lower() == "auto":
+                fallback = _note
             if effective == "bm25":
                 hits = self.keyword_search(query, limit=want, filters=flt)
                 for hit in hits:
