@@ -435,6 +435,8 @@ class RetrievalVerbs:
         found by the words of the question it answers. Superseded documents have no
         passage, so ``include_superseded`` falls back to the plain document BM25.
         """
+        from .index import postings
+        from .index.search import query_words
         from .vectors import has_passages
 
         conn = self.index.conn
@@ -444,6 +446,19 @@ class RetrievalVerbs:
             return [ids[h.path] for h in lexical if h.path in ids]
         condition, params = flt.sql("d")
         weight = float(self.settings.search.previous_weight)
+        # Common words: the same ranking from cached postings (memdir.index.postings).
+        ranked = postings.rank(
+            conn,
+            query_words(query),
+            condition,
+            params,
+            depth,
+            postings.DEFAULT,
+            table=postings.PASSAGES,
+            weights=(3.0, 1.0, weight),
+        )
+        if ranked is not None:
+            return [int(row["id"]) for row, _score in ranked]
         rows = conn.execute(
             "SELECT p.rowid FROM passages_fts p JOIN docs d ON d.id = p.rowid "
             f"WHERE passages_fts MATCH ?{condition} "

@@ -12,6 +12,8 @@ rebuildable like the rest): ``passages_fts(title, body, context)`` holds what ea
 document says and, for a document in a thread, what the previous document of the
 thread says (``passage_links`` remembers which one); ``threads_fts`` holds one row per
 thread with the words of all its visible documents (``thread_rows`` maps threads to rows).
+Every write to ``passages_fts`` is logged for the cached postings of its common words
+(:mod:`memdir.index.postings`), and dropping or emptying it drops them.
 
 Search is exact: a float32 matrix of all chunk vectors, loaded lazily and
 reloaded when the index changes, scored with one matrix-vector product; from
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import links
 from .errors import ProviderError
+from .index import postings
 from .index.search import Filters
 
 if TYPE_CHECKING:
@@ -196,6 +199,7 @@ def drop_unindexed(conn: sqlite3.Connection) -> int:
             for part in _batches(ids, 500):
                 marks = ",".join("?" * len(part))
                 conn.execute(f"DELETE FROM passages_fts WHERE rowid IN ({marks})", part)
+                postings.note_changes(conn, part, table=postings.PASSAGES)
                 conn.execute(f"DELETE FROM passage_links WHERE doc_id IN ({marks})", part)
                 followers.update(
                     int(r[0])
@@ -235,6 +239,7 @@ def _next(conn: sqlite3.Connection, doc_id: int) -> int | None:
 def _refresh_context(conn: sqlite3.Connection, doc_ids: set[int]) -> set[str]:
     """Set each passage's context to its thread predecessor's words; returns the threads."""
     threads: set[str] = set()
+    updated: list[int] = []
     for doc_id in doc_ids:
         link = conn.execute(
             "SELECT thread FROM passage_links WHERE doc_id = ?", (doc_id,)
@@ -249,6 +254,8 @@ def _refresh_context(conn: sqlite3.Connection, doc_ids: set[int]) -> set[str]:
             words = str(row[0]) if row else ""
         conn.execute("UPDATE passages_fts SET context = ? WHERE rowid = ?", (words, doc_id))
         conn.execute("UPDATE passage_links SET prev_id = ? WHERE doc_id = ?", (prev, doc_id))
+        updated.append(doc_id)
+    postings.note_changes(conn, updated, table=postings.PASSAGES)
     return threads
 
 
@@ -402,6 +409,7 @@ class VectorIndex:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
             for statement in _PASSAGE_TABLES:
                 conn.execute(statement)
+            postings.drop(conn, postings.PASSAGES)
             conn.execute("DELETE FROM embedded")
             conn.execute("DELETE FROM meta WHERE key = 'vectors_generation'")
             self.index.set_meta(conn, "passages_version", PASSAGES_VERSION)
@@ -496,6 +504,7 @@ class VectorIndex:
             )
             if thread is not None:
                 threaded.add(doc_id)
+        postings.note_changes(conn, [doc_id for doc_id, *_ in lexical], table=postings.PASSAGES)
         # A document's context is its predecessor's words; its successor's context is its own.
         followers = set(threaded)
         for doc_id in threaded:
@@ -527,6 +536,7 @@ class VectorIndex:
             if has_passages(conn):
                 for table in _PASSAGE_NAMES:
                     conn.execute(f"DELETE FROM {table}")
+            postings.drop(conn, postings.PASSAGES)
             conn.execute("DELETE FROM meta WHERE key IN ('vectors_model', 'vectors_generation')")
             self._loaded_key = None
 

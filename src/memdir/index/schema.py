@@ -156,4 +156,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         DROP INDEX IF EXISTS links_src_kind;
         """,
     ),
+    (
+        # cached postings of common words for the passages of hybrid search, per column
+        # (see memdir.index.postings; passages_fts itself is made by memdir.vectors)
+        "0600_passage_postings",
+        """
+        CREATE TABLE passage_postings (
+            term TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            ids BLOB NOT NULL,
+            w BLOB NOT NULL,
+            dl BLOB NOT NULL
+        );
+        CREATE TABLE passage_log (doc_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+        CREATE INDEX passage_log_seq ON passage_log(seq);
+        """,
+    ),
 ]
