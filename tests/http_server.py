@@ -1,13 +1,16 @@
-"""A real memdir server on a loopback port, for the HTTP and MCP tests."""
+"""Loopback servers for the tests: a real memdir server (HTTP and MCP tests), and the
+model services (chat, embeddings, rerank) that tests imitate with ``fake_service``."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +70,37 @@ def live_server(
     mem = Memory.open(root, settings=settings)
     with serving(create_app(mem, mcp=mcp)) as (url, server):
         yield Live(url, mem, server)
+
+
+class ServiceHandler(BaseHTTPRequestHandler):
+    """Base of an imitated model service: reads and answers JSON, logs nothing."""
+
+    def read_json(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def send_json(self, payload: Any, status: int = 200) -> None:
+        self.send_bytes(json.dumps(payload).encode(), status, "application/json")
+
+    def send_bytes(self, data: bytes, status: int = 200, kind: str = "text/plain") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def fake_service(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free loopback port; yields ``http://127.0.0.1:PORT``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
 
+from http_server import ServiceHandler, fake_service
 from memdir.compact import DefaultCompactor, compact_worklog
 from memdir.settings import Settings
 
@@ -61,39 +60,26 @@ def test_unknown_compactor_falls_back_and_says_why() -> None:
     assert "Tools (4 calls)" in out.text
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(ServiceHandler):
     reply: dict[str, Any] | None = None
     seen: list[dict[str, Any]] = []
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         type(self).seen.append(
             {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
         )
         if self.reply is None:
-            self.send_response(500)
-            self.end_headers()
+            self.send_bytes(b"", 500)
             return
-        data = json.dumps(self.reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_json(self.reply)
 
 
 @pytest.fixture
 def endpoint() -> Iterator[tuple[str, type[_Handler]]]:
     handler = type("H", (_Handler,), {"reply": None, "seen": []})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
-    server.shutdown()
-    server.server_close()
+    with fake_service(handler) as url:
+        yield f"{url}/v1", handler
 
 
 def _llm_settings(url: str) -> Settings:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from http_server import ServiceHandler, fake_service
 from memdir import frontmatter
 from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput
 from memdir.service import Memory
@@ -235,28 +234,18 @@ def test_episode_add_reflect_lessons_and_snapshot(eng: Memory) -> None:
     assert distilled["distilled"] is True
 
 
-class ChatHandler(BaseHTTPRequestHandler):
+class ChatHandler(ServiceHandler):
     reply: dict[str, Any] = {}
     delay = 0.0
 
     def do_POST(self) -> None:
         import time
 
-        length = int(self.headers["Content-Length"])
-        body = json.loads(self.rfile.read(length))
+        body = self.read_json()
         assert body["messages"][0]["role"] == "system"
         time.sleep(self.delay)
-        data = json.dumps(
-            {"choices": [{"message": {"role": "assistant", "content": json.dumps(self.reply)}}]}
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        message = {"role": "assistant", "content": json.dumps(self.reply)}
+        self.send_json({"choices": [{"message": message}]})
 
 
 @pytest.mark.parametrize("delay", [0.0, 1.5])
@@ -269,17 +258,14 @@ def test_model_writer_against_a_local_chat_server(tmp_path: Path, delay: float) 
         "tags": ["sourdough"],
     }
     ChatHandler.delay = delay
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ChatHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with fake_service(ChatHandler) as url:
         root = Store.init(tmp_path / "store")
         mem = Memory.open(
             root,
             overrides={
                 "engine": {"writer": "openai"},
                 "llm": {
-                    "base_url": f"http://127.0.0.1:{server.server_address[1]}/v1",
+                    "base_url": f"{url}/v1",
                     "model": "test-model",
                     "timeout_seconds": 0.5,
                 },
@@ -289,8 +275,6 @@ def test_model_writer_against_a_local_chat_server(tmp_path: Path, delay: float) 
         mem.ingest([("bread.md", BREAD)])
         result = mem.consolidate()
         mem.close()
-    finally:
-        server.shutdown()
     [path] = result["articles"]
     fm = frontmatter.parse((root / path).read_text()).fm
     if delay == 0.0:

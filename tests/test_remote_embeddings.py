@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import socket
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from http_server import ServiceHandler, fake_service, free_port
 from memdir import embeddings as emb
 from memdir.errors import MissingExtra, ProviderError
 from memdir.remote_embeddings import OpenAIEmbedder
@@ -54,21 +51,21 @@ class Fake:
         return [r["body"]["input"] for r in self.seen]
 
 
-def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(fake: Fake) -> type[ServiceHandler]:
+    class Handler(ServiceHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = self.read_json()
             fake.seen.append(
                 {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
             )
             if fake.mode == "500":
-                self._send(500, b"model crashed: out of memory")
+                self.send_bytes(b"model crashed: out of memory", 500)
                 return
             if fake.mode == "echo-key":
-                self._send(401, f"invalid key {self.headers.get('Authorization')}".encode())
+                self.send_bytes(f"invalid key {self.headers.get('Authorization')}".encode(), 401)
                 return
             if fake.mode == "garbage":
-                self._send(200, b"<html>not an embeddings answer</html>")
+                self.send_bytes(b"<html>not an embeddings answer</html>")
                 return
             texts = body["input"]
             rows = [
@@ -84,17 +81,7 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
                     row["embedding"] = [*row["embedding"], 0.5, 0.5, 0.5, 0.5]
             # Rows come back in reverse: the client must order them by their index.
             answer = {"object": "list", "model": body["model"], "data": rows[::-1]}
-            self._send(200, json.dumps(answer).encode(), "application/json")
-
-        def _send(self, status: int, data: bytes, kind: str = "text/plain") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
+            self.send_json(answer)
 
     return Handler
 
@@ -102,24 +89,16 @@ def _handler(fake: Fake) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def fake() -> Iterator[Fake]:
     state = Fake()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1/"
-    emb.clear_cache()
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
+    with fake_service(_handler(state)) as url:
+        state.url = f"{url}/v1/"
+        emb.clear_cache()
+        yield state
     emb.clear_cache()
 
 
 def closed_url() -> str:
     """A loopback address nothing listens on (connections are refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+    return f"http://127.0.0.1:{free_port()}/v1"
 
 
 def _settings(url: str, **more: Any) -> EmbeddingsSettings:

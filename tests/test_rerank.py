@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from http_server import ServiceHandler, fake_service, free_port
 from memdir import rerank
 from memdir.errors import ConfigError, ProviderError
 from memdir.plugins import hookimpl, manager
@@ -179,7 +177,7 @@ def test_unknown_or_unconfigured_reranker_is_a_clear_error(plugin: None, root: P
     mem.close()
 
 
-class _Service(BaseHTTPRequestHandler):
+class _Service(ServiceHandler):
     """A rerank service on loopback: scores documents by how often they say "tea"."""
 
     seen: list[dict[str, Any]] = []
@@ -187,7 +185,7 @@ class _Service(BaseHTTPRequestHandler):
     garbage = False
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         type(self).seen.append(
             {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
         )
@@ -197,26 +195,14 @@ class _Service(BaseHTTPRequestHandler):
             key=lambda r: -r["relevance_score"],
         )
         answer = {"results": [{"index": 99}]} if self.garbage else {"results": results}
-        data = json.dumps(answer).encode()
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_json(answer, self.status)
 
 
 @pytest.fixture
 def service() -> Iterator[tuple[str, type[_Service]]]:
     handler = type("S", (_Service,), {"seen": [], "status": 200, "garbage": False})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", handler
-    server.shutdown()
-    server.server_close()
+    with fake_service(handler) as url:
+        yield f"{url}/v1", handler
 
 
 def test_http_reranker_calls_the_rerank_endpoint(
@@ -253,11 +239,8 @@ def test_http_reranker_calls_the_rerank_endpoint(
 
 
 def test_http_reranker_reports_a_refused_connection(root: Path) -> None:
-    server = HTTPServer(("127.0.0.1", 0), _Service)
-    port = server.server_address[1]
-    server.server_close()  # nothing listens on this port now
     rerank.clear_cache()
-    mem = _open(root, provider="http", base_url=f"http://127.0.0.1:{port}", model="m")
+    mem = _open(root, provider="http", base_url=f"http://127.0.0.1:{free_port()}", model="m")
     mem.write("notes/a.md", "# A\n\nmorning\n")
     hits = mem.search("morning", mode="bm25", path_prefix="notes/")
     assert _paths(hits) == ["notes/a.md"]
