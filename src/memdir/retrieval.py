@@ -246,9 +246,10 @@ class RetrievalVerbs:
             raise InvalidQuery("the query has no searchable words")
         reranker = self.reranker()
         want = size if reranker is None else max(size, self.settings.rerank.depth)
+        auto = (mode or self.settings.search.mode or "auto").strip().lower() == "auto"
         with self.synced():  # one walk of the files for the whole search
-            effective, _note = self.search_mode(mode)
-            fallback: str | None = None
+            effective, note = self.search_mode(mode)
+            fallback = note  # why a search that was asked for `auto` keeps to keywords
             if effective != "bm25":
                 try:
                     vectors = self.vector_index()
@@ -260,11 +261,9 @@ class RetrievalVerbs:
                 except ProviderError as exc:
                     # An embedder that fails after it was set up (a server that went away)
                     # stops an explicit vector or hybrid search; `auto` keeps to keywords.
-                    if (mode or self.settings.search.mode or "auto").strip().lower() != "auto":
+                    if not auto:
                         raise
                     effective, fallback = "bm25", self._note_embedder_down(exc)
-            elif _note and (mode or self.settings.search.mode or "auto").strip().lower() == "auto":
-                fallback = _note
             if effective == "bm25":
                 hits = self.keyword_search(query, limit=want, filters=flt)
                 for hit in hits:
