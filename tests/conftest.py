@@ -56,3 +56,19 @@ def committed(root: Path, folder: str = "") -> list[str]:
         [*args, *([folder] if folder else [])], capture_output=True, text=True, check=True
     )
     return out.stdout.split()
+
+
+@pytest.fixture
+def toy() -> Iterator[None]:
+    """The toy embedders of test_vectors (letter counts, no model) registered as plugins."""
+    from memdir import embeddings
+    from memdir.plugins import manager
+    from test_vectors import CALLS, ToyPlugin
+
+    plugin = ToyPlugin()
+    manager().register(plugin)
+    embeddings.clear_cache()
+    CALLS.clear()
+    yield
+    manager().unregister(plugin)
+    embeddings.clear_cache()

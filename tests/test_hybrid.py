@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from memdir import embeddings as emb
 from memdir.cli import cli
 from memdir.datehints import Window, closeness, parse_time, windows
 from memdir.errors import InvalidInput
-from memdir.plugins import manager
 from memdir.service import Memory
 from memdir.store import Store
 from memdir.userhints import named_users, without_users
-from test_vectors import ToyPlugin
-
-
-@pytest.fixture
-def toy() -> Iterator[None]:
-    plugin = ToyPlugin()
-    manager().register(plugin)
-    emb.clear_cache()
-    yield
-    manager().unregister(plugin)
-    emb.clear_cache()
 
 
 @pytest.fixture

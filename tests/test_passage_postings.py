@@ -10,13 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from memdir import embeddings as emb
 from memdir.index import postings
 from memdir.index.search import Filters, fts_query, query_words
-from memdir.plugins import manager
 from memdir.service import Memory
 from memdir.store import Store
-from test_vectors import ToyPlugin
 
 WORDS = "deploy canary rollback cache latency budget timeout alert violin lake".split()
 FILLER = [f"{a}{b}" for a in ("al", "be", "ga", "de", "ep", "ze", "et", "th") for b in "aeiouyxz"]
@@ -39,16 +36,6 @@ FILTERS = [
     Filters(kind="semantic"),
     Filters(where=(("owner", "o2"),)),
 ]
-
-
-@pytest.fixture
-def toy() -> Iterator[None]:
-    plugin = ToyPlugin()
-    manager().register(plugin)
-    emb.clear_cache()
-    yield
-    manager().unregister(plugin)
-    emb.clear_cache()
 
 
 def _open(root: Path) -> Memory:

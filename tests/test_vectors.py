@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ import pytest
 
 from memdir import embeddings as emb
 from memdir.errors import InvalidQuery, MissingExtra, ProviderError
-from memdir.plugins import hookimpl, manager
+from memdir.plugins import hookimpl
 from memdir.retrieval import RetrievalVerbs
 from memdir.service import Memory
 from memdir.store import Store
@@ -81,17 +81,6 @@ class ToyPlugin:
 
 Mem = Memory
 assert issubclass(Memory, RetrievalVerbs)
-
-
-@pytest.fixture
-def toy() -> Iterator[None]:
-    plugin = ToyPlugin()
-    manager().register(plugin)
-    emb.clear_cache()
-    CALLS.clear()
-    yield
-    manager().unregister(plugin)
-    emb.clear_cache()
 
 
 def _open(root: Path, provider: str = "letters") -> Mem:
