@@ -45,6 +45,7 @@ class Plugin:
         register("tea", lambda settings: Counting("tea"))
         register("failing", lambda settings: Failing())
         register("short", lambda settings: Short())
+        register("not-one", lambda settings: object())
 
 
 @pytest.fixture
@@ -169,6 +170,10 @@ def test_a_failing_reranker_keeps_the_fused_order(plugin: None, root: Path) -> N
 def test_unknown_or_unconfigured_reranker_is_a_clear_error(plugin: None, root: Path) -> None:
     mem = _open(root, provider="nope")
     with pytest.raises(ConfigError, match="unknown rerank provider 'nope'.*tea"):
+        mem.search("morning", mode="bm25")
+    mem.close()
+    mem = _open(root, provider="not-one")
+    with pytest.raises(ProviderError, match="rerank provider 'not-one' returned no Reranker"):
         mem.search("morning", mode="bm25")
     mem.close()
     mem = _open(root, provider="http")

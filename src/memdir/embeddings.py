@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .chunking import Chunk, chunk, word_spans
-from .errors import ConfigError, MissingExtra, ProviderError
+from .errors import MissingExtra, ProviderError
 from .plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ def register_embedders(register: Callable[[str, Callable[..., Any]], None]) -> N
 
 def get_embedder(settings: EmbeddingsSettings) -> Embedder:
     """The embedder named by the settings, loaded once per process."""
-    from .plugins import providers
+    from .plugins import build
 
     key = (
         settings.provider,
@@ -322,15 +322,9 @@ def get_embedder(settings: EmbeddingsSettings) -> Embedder:
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        factories = providers("embedders")
-        if settings.provider not in factories:
-            known = ", ".join(sorted(factories)) or "none"
-            raise ConfigError(
-                f"unknown embeddings provider {settings.provider!r} (registered: {known})"
-            )
-        embedder = factories[settings.provider](settings)
-        if not isinstance(embedder, Embedder):
-            raise ProviderError(f"embeddings provider {settings.provider!r} returned no Embedder")
+        embedder: Embedder = build(
+            "embedders", settings.provider, settings, Embedder, "embeddings provider"
+        )
         if not embedder.model_id or embedder.dim <= 0:
             raise ProviderError(f"embeddings provider {settings.provider!r} has no model id/dim")
         _cache[key] = embedder

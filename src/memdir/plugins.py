@@ -70,3 +70,22 @@ def providers(hook: str) -> dict[str, Callable[..., Any]]:
 
     getattr(manager().hook, f"register_{hook}")(register=register)
     return found
+
+
+def build(hook: str, name: str, settings: Any, kind: type[object], label: str) -> Any:
+    """The provider ``name`` of ``hook``, made from ``settings``; it must be a ``kind``.
+
+    An unknown name is a :class:`~memdir.errors.ConfigError` listing what is registered;
+    a factory that returns something else is a :class:`~memdir.errors.ProviderError`.
+    ``label`` names the provider kind in messages ("embeddings provider").
+    """
+    from .errors import ConfigError, ProviderError
+
+    factories = providers(hook)
+    if name not in factories:
+        known = ", ".join(sorted(factories)) or "none"
+        raise ConfigError(f"unknown {label} {name!r} (registered: {known})")
+    made = factories[name](settings)
+    if not isinstance(made, kind):
+        raise ProviderError(f"{label} {name!r} returned no {kind.__name__}")
+    return made

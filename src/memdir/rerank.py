@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, MissingExtra, ProviderError
+from .errors import MissingExtra, ProviderError
 from .plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ _cache_lock = threading.Lock()
 
 def get_reranker(settings: RerankSettings) -> Reranker | None:
     """The reranker named by ``[rerank] provider``, or None when reranking is off."""
-    from .plugins import providers
+    from .plugins import build
 
     name = settings.provider.strip()
     if not name:
@@ -114,13 +114,7 @@ def get_reranker(settings: RerankSettings) -> Reranker | None:
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        factories = providers("rerankers")
-        if name not in factories:
-            known = ", ".join(sorted(factories)) or "none"
-            raise ConfigError(f"unknown rerank provider {name!r} (registered: {known})")
-        reranker = factories[name](settings)
-        if not isinstance(reranker, Reranker):
-            raise ProviderError(f"rerank provider {name!r} returned no Reranker")
+        reranker: Reranker = build("rerankers", name, settings, Reranker, "rerank provider")
         _cache[key] = reranker
         return reranker
 
