@@ -67,6 +67,54 @@ def test_dates_named_in_a_query() -> None:
     assert parse_time("not a date") is None and parse_time(None) is None
 
 
+def _span(found: list[Window]) -> list[tuple[str, str]]:
+    return [(w.start.date().isoformat(), w.end.date().isoformat()) for w in found]
+
+
+def test_weeks_parts_seasons_and_years_named_in_a_query() -> None:
+    assert _span(windows("the second week of November 2023")) == [("2023-11-08", "2023-11-15")]
+    assert _span(windows("the last week of February, 2024")) == [("2024-02-23", "2024-03-01")]
+    assert _span(windows("early June 2023")) == [("2023-06-01", "2023-06-11")]
+    assert _span(windows("mid-July 2022")) == [("2022-07-11", "2022-07-21")]
+    assert _span(windows("late in April 2021")) == [("2021-04-21", "2021-05-01")]
+    assert _span(windows("What state did Joanna visit in summer 2021?")) == [
+        ("2021-06-01", "2021-09-01")
+    ]
+    assert _span(windows("the winter of 2022")) == [
+        ("2022-01-01", "2022-03-01"),
+        ("2022-12-01", "2023-01-01"),
+    ]
+    assert _span(windows("beach trips in 2023")) == [("2023-01-01", "2024-01-01")]
+    assert _span(windows("a picture shared on December 1,2023")) == [("2023-12-01", "2023-12-02")]
+    assert windows("2000 people came") == [] and windows("summer 12345") == []
+
+
+def test_a_month_without_a_year_is_placed_in_the_years_given() -> None:
+    assert windows("When did Melanie go camping in June?") == []  # no year to place it in
+    assert _span(windows("When did Melanie go camping in June?", years=[2023, 2022])) == [
+        ("2022-06-01", "2022-07-01"),
+        ("2023-06-01", "2023-07-01"),
+    ]
+    assert _span(windows("the second week of November", years=[2023])) == [
+        ("2023-11-08", "2023-11-15")
+    ]
+    assert windows("may I see the march of time", years=[2023]) == []
+    # A year in the query wins over the years given.
+    assert _span(windows("in May 2021", years=[2023])) == [("2021-05-01", "2021-06-01")]
+
+
+def test_a_month_without_a_year_lifts_turns_of_that_month(toy: None, root: Path) -> None:
+    mem = _open(root, thread_weight=0.0, thread_boost=0.0)
+    _turn(mem, "t/x.md", "s1", "ann", "2023-06-10T10:00:00Z", "We went camping by the lake.")
+    _turn(mem, "t/y.md", "s2", "ann", "2023-08-10T10:00:00Z", "We went camping by the lake!")
+    plain = mem.search("camping by the lake", mode="hybrid", limit=2, path_prefix="t/")
+    dated = mem.search("camping by the lake in June", mode="hybrid", limit=2, path_prefix="t/")
+    assert dated[0].path == "t/x.md" and dated[0].why["date_boost"] == pytest.approx(0.2)
+    assert dated[1].why["date_boost"] < 0.2
+    assert "date_boost" not in plain[0].why
+    mem.close()
+
+
 def test_reply_found_by_the_question_it_answers(toy: None, root: Path) -> None:
     mem = _open(root)
     _conversation(mem)

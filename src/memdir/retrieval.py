@@ -514,18 +514,22 @@ class RetrievalVerbs:
         """Lift candidates made on or near a date the query names ("on 3 June, 2023")."""
         from .datehints import closeness, parse_time, windows
 
-        found = windows(query)
-        if not fused or not found:
+        if not fused:
             return fused
         keys = [f.key for f in fused]
         marks = ",".join("?" * len(keys))
-        boosts: dict[int, float] = {}
-        for row in self.index.conn.execute(
-            f"SELECT id, created FROM docs WHERE id IN ({marks})", keys
-        ):
-            when = parse_time(row[1])
-            if when is not None:
-                boosts[int(row[0])] = weight * closeness(when, found, scale_days)
+        made = {
+            int(row[0]): when
+            for row in self.index.conn.execute(
+                f"SELECT id, created FROM docs WHERE id IN ({marks})", keys
+            )
+            if (when := parse_time(row[1])) is not None
+        }
+        # A month named without a year ("in June") is looked for in the candidates' years.
+        found = windows(query, years={when.year for when in made.values()})
+        if not found:
+            return fused
+        boosts = {key: weight * closeness(when, found, scale_days) for key, when in made.items()}
         return add_boost(fused, "date", boosts)
 
     def _users(self) -> list[str]:
