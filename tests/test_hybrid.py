@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memdir.cli import cli
 from memdir.datehints import Window, closeness, parse_time, windows
@@ -87,6 +89,9 @@ def test_weeks_parts_seasons_and_years_named_in_a_query() -> None:
     assert _span(windows("beach trips in 2023")) == [("2023-01-01", "2024-01-01")]
     assert _span(windows("a picture shared on December 1,2023")) == [("2023-12-01", "2023-12-02")]
     assert windows("2000 people came") == [] and windows("summer 12345") == []
+    # A day whose window would end after year 9999 names nothing (it raised before).
+    assert windows("on 31 December 9999") == windows("9999-12-31") == []
+    assert _span(windows("30 December 9999")) == [("9999-12-30", "9999-12-31")]
 
 
 def test_a_month_without_a_year_is_placed_in_the_years_given() -> None:
@@ -101,6 +106,37 @@ def test_a_month_without_a_year_is_placed_in_the_years_given() -> None:
     assert windows("may I see the march of time", years=[2023]) == []
     # A year in the query wins over the years given.
     assert _span(windows("in May 2021", years=[2023])) == [("2021-05-01", "2021-06-01")]
+
+
+_DATE_WORDS = st.sampled_from(
+    "in of the early mid- late summer winter spring fall second last week June may "
+    "December 1, 2023 2024 9998 9999 0000 31 29 February , 1st 4th during".split()
+)
+
+
+_DATES = st.builds(
+    "{} {} {}, {}".format,
+    st.sampled_from(["on", "early", "late", "the last week of", "in"]),
+    st.integers(min_value=0, max_value=40),
+    st.sampled_from(["December", "Feb", "june"]),
+    st.sampled_from([0, 1, 1969, 2023, 9998, 9999, 12000]),
+) | st.builds(
+    "{}-{:02d}-{:02d}".format,
+    st.sampled_from([1, 2023, 9999]),
+    st.integers(min_value=0, max_value=13),
+    st.integers(min_value=0, max_value=32),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_DATE_WORDS | _DATES | st.text(max_size=6), max_size=10).map(" ".join),
+    st.sets(st.integers(min_value=-5, max_value=12000), max_size=4),
+)
+def test_date_hints_never_raise_and_every_window_is_a_range(text: str, years: set[int]) -> None:
+    for window in windows(text, years=years):
+        assert window.start < window.end
+        assert window.start.tzinfo is not None
 
 
 def test_a_month_without_a_year_lifts_turns_of_that_month(toy: None, root: Path) -> None:

@@ -63,9 +63,9 @@ def _month(name: str) -> int:
 def _day(year: int, month: int, day: int) -> Window | None:
     try:
         start = datetime(year, month, day, tzinfo=UTC)
-    except ValueError:
+        return Window(start, start + timedelta(days=1))
+    except (ValueError, OverflowError):  # no such day, or its end is past year 9999
         return None
-    return Window(start, start + timedelta(days=1))
 
 
 def _month_window(year: int, month: int) -> Window:
