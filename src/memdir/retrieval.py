@@ -635,26 +635,35 @@ class RetrievalVerbs:
 
     def _hits_for(self, doc_ids: list[int]) -> dict[int, Hit]:
         """Pointers (path, title, snippet) for document ids."""
-        from .vectors import passage
+        from .index.search import present
+        from .vectors import passage, turn_parts
 
         if not doc_ids:
             return {}
         marks = ",".join("?" * len(doc_ids))
         rows = self.index.conn.execute(
-            "SELECT d.id, d.path, d.title, d.type, d.memory_kind, f.body FROM docs d "
-            f"JOIN docs_fts f ON f.rowid = d.id WHERE d.id IN ({marks})",
+            "SELECT d.id, d.path, d.title, d.type, d.memory_kind, d.thread, d.user, d.created, "
+            f"d.episode_id, f.body FROM docs d JOIN docs_fts f ON f.rowid = d.id "
+            f"WHERE d.id IN ({marks})",
             doc_ids,
         ).fetchall()
         out = {}
         for row in rows:
-            text = " ".join(passage("", str(row[5] or "")).split())
+            body = str(row["body"] or "")
+            parts = turn_parts(body) if str(row["type"] or "").lower() == "turn" else {}
+            if parts.get("input") or parts.get("output"):
+                said = [parts[k] for k in ("input", "output") if parts.get(k)]
+                text = " → ".join(" ".join(p.split()) for p in said)
+            else:
+                text = " ".join(passage("", body).split())
+            title, text = present(str(row["title"]), text, row)
             snippet = text if len(text) <= 160 else text[:157].rsplit(" ", 1)[0] + " …"
-            out[int(row[0])] = Hit(
-                path=str(row[1]),
-                title=str(row[2]),
+            out[int(row["id"])] = Hit(
+                path=str(row["path"]),
+                title=title,
                 snippet=snippet,
                 score=0.0,
-                type=row[3],
-                memory_kind=row[4],
+                type=row["type"],
+                memory_kind=row["memory_kind"],
             )
         return out

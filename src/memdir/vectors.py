@@ -93,21 +93,28 @@ class ModelMismatch(ProviderError):
 TURN_SECTIONS = ("input", "compact", "output")
 
 
+def turn_parts(body: str) -> dict[str, str]:
+    """The Input, Compact and Output sections of a turn body, by lower-case name (stripped)."""
+    parts: dict[str, str] = {}
+    for section in links.sections(body):
+        name = section.heading.strip().lower()
+        if section.level == 2 and name in TURN_SECTIONS and name not in parts:
+            text = section.text.split("\n", 1)[1] if "\n" in section.text else ""
+            parts[name] = text.strip()
+    return parts
+
+
 def turn_text(body: str, *, with_compact: bool) -> str | None:
     """What a turn record says: its Input and Output (and Compact when it summarises tools).
 
     The section headings and the compactor's note for a turn without tool calls say
     nothing about the turn, so they stay out of its vector. None when not a turn body.
     """
-    parts: dict[str, str] = {}
-    for section in links.sections(body):
-        name = section.heading.strip().lower()
-        if section.level == 2 and name in TURN_SECTIONS and name not in parts:
-            parts[name] = section.text.split("\n", 1)[1] if "\n" in section.text else ""
+    parts = turn_parts(body)
     if "input" not in parts:
         return None
     keep = ("input", "compact", "output") if with_compact else ("input", "output")
-    return "\n".join(parts[k].strip() for k in keep if parts.get(k, "").strip())
+    return "\n".join(parts[k] for k in keep if parts.get(k))
 
 
 def passage(title: str, body: str, user: str | None = None) -> str:

@@ -64,6 +64,31 @@ def _unwrap(target: str) -> str:
     return target.strip()
 
 
+# A turn record without tool calls has a Compact section that only says so and repeats the
+# output ("- No tool calls." / "- Result: ..."). Indexed, it would make every turn match
+# "tool" and "calls", count the output's words twice and fill snippets with the repeat; the
+# file keeps it, the index leaves it out (migration 0700 does the same to older indexes).
+_NO_TOOLS_AT = "\n\n## Compact\n\n- No tool calls."
+_OUTPUT_AT = "\n\n## Output\n\n"
+_COMPACT_HEAD = len("\n\n## Compact\n\n")
+
+
+def searchable_body(doc_type: str | None, body: str) -> str:
+    """The body the full-text index holds: the body, less a turn's no-tool-calls note."""
+    if (doc_type or "").lower() != "turn":
+        return body
+    start = body.find(_NO_TOOLS_AT)
+    end = body.find(_OUTPUT_AT)
+    if start < 0 or end <= start:
+        return body
+    lines = body[start + _COMPACT_HEAD : end].split("\n")
+    if lines[0] != "- No tool calls." or len(lines) > 2:
+        return body
+    if len(lines) == 2 and not lines[1].startswith("- Result: "):
+        return body
+    return body[:start] + body[end:]
+
+
 def analyze(rel: str, raw: bytes, mtime_ns: int, size: int) -> DocRow:
     """Parse one file into the row the index stores."""
     try:
@@ -125,6 +150,6 @@ def analyze(rel: str, raw: bytes, mtime_ns: int, size: int) -> DocRow:
         hidden=hidden,
         zone=1 if paths.in_hidden_zone(rel) else 0,
         facts=facts.to_json(),
-        body=body,
+        body=searchable_body(_str(fm.get("type")), body),
         links=edges,
     )

@@ -573,7 +573,8 @@ def _filtered(
     out: list[tuple[sqlite3.Row, float]] = []
     start, step = 0, max(4 * want, 64)
     sql = (
-        "SELECT d.id, d.path, d.title, d.type, d.memory_kind FROM docs d "
+        "SELECT d.id, d.path, d.title, d.type, d.memory_kind, d.thread, d.user, d.created, "
+        "d.episode_id FROM docs d "
         f"WHERE d.id IN (SELECT value FROM json_each(?)){condition}"
     )
     while start < matched.size and len(out) < want:

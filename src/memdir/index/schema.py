@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# Migration 0700: where a turn's no-tool-calls note starts and ends in its full-text body.
+_NOTE_AT = "instr(body, char(10, 10) || '## Compact' || char(10, 10) || '- No tool calls.')"
+_OUTPUT_AT = "instr(body, char(10, 10) || '## Output' || char(10, 10))"
+_NOTE = f"substr(body, {_NOTE_AT} + 14, {_OUTPUT_AT} - {_NOTE_AT} - 14)"
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_documents",
@@ -170,6 +175,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE TABLE passage_log (doc_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
         CREATE INDEX passage_log_seq ON passage_log(seq);
+        """,
+    ),
+    (
+        # a turn without tool calls: its Compact note ("- No tool calls." and "- Result: "
+        # repeating the output) leaves the full-text body, as memdir.index.documents
+        # .searchable_body does for new rows; the cached postings are dropped (they rebuild)
+        "0700_turn_body_without_no_tools_note",
+        f"""
+        UPDATE docs_fts SET body = substr(body, 1, {_NOTE_AT} - 1) || substr(body, {_OUTPUT_AT})
+        WHERE rowid IN (SELECT id FROM docs WHERE lower(type) = 'turn')
+          AND {_NOTE_AT} > 0
+          AND {_OUTPUT_AT} > {_NOTE_AT}
+          AND ({_NOTE} = '- No tool calls.'
+            OR (substr({_NOTE}, 1, 27) = '- No tool calls.' || char(10) || '- Result: '
+              AND instr(substr({_NOTE}, 18), char(10)) = 0));
+        DELETE FROM fts_postings;
+        DELETE FROM fts_log;
         """,
     ),
 ]

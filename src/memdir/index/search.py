@@ -18,6 +18,37 @@ STOPWORDS = frozenset(
     this to was we were what when where which who whom why will with you your""".split()
 )
 
+# Turn records: the heading marks of their sections, and the compactor's note for a turn
+# without tool calls (it repeats the output), say nothing in a snippet.
+_HEADING_MARK = re.compile(r"(?:^|(?<=\s))#{1,6}\s+")
+_NO_TOOLS_NOTE = re.compile(
+    r"\s*\bCompact\s+-\s*No tool calls\.(?:\s+-\s*Result\b.*?)?(?=\s+\[?Output\b|\s*…|$)"
+)
+_TURN_LABEL = re.compile(r"^\s*\[?Input\]?\s+|(?<=\s)\[?Output\]?\s+")
+_POINTER_COLUMNS = "d.thread, d.user, d.created, d.episode_id"
+
+
+def present(title: str, snippet: str, row: Any) -> tuple[str, str]:
+    """The title and snippet a pointer shows (a turn gets a readable title and snippet).
+
+    ``row`` carries ``type``, ``thread``, ``user``, ``created``, ``episode_id`` and ``path``.
+    A turn record's title defaults to its id, which tells a reader nothing: it shows as
+    ``thread · user · YYYY-MM-DD HH:MM`` instead. Heading marks (``## Input``) leave every
+    snippet, and a turn's snippet reads ``input → output``.
+    """
+    text = " ".join(_HEADING_MARK.sub("", snippet or "").split())
+    if str(row["type"] or "").lower() != "turn":
+        return title, text
+    ident = str(row["episode_id"] or "")
+    stem = str(row["path"]).rsplit("/", 1)[-1].removesuffix(".md")
+    if not title or title in (ident, stem):
+        created = str(row["created"] or "")[:16].replace("T", " ")
+        parts = [str(row["thread"] or ""), str(row["user"] or ""), created]
+        title = " · ".join(p for p in parts if p) or title
+    text = _NO_TOOLS_NOTE.sub("", text)
+    text = _TURN_LABEL.sub(lambda m: "" if m.start() == 0 else "→ ", text).strip()
+    return title, text
+
 
 def words(text: str) -> list[str]:
     """The searchable words of any user string (never raises)."""
@@ -110,7 +141,7 @@ def bm25(
     if ranked is not None:
         return _pointers(conn, match, ranked[offset:], offset)
     sql = (
-        "SELECT d.path, d.title, d.type, d.memory_kind, "
+        f"SELECT d.path, d.title, d.type, d.memory_kind, {_POINTER_COLUMNS}, "
         "snippet(docs_fts, 1, '[', ']', ' … ', 16) AS snip, "
         "bm25(docs_fts, 3.0, 1.0) AS score "
         "FROM docs_fts JOIN docs d ON d.id = docs_fts.rowid "
@@ -124,10 +155,11 @@ def bm25(
 
 
 def _hit(row: sqlite3.Row, snippet: Any, score: float, rank: int) -> Hit:
+    title, text = present(row["title"], str(snippet or ""), row)
     return Hit(
         path=row["path"],
-        title=row["title"],
-        snippet=" ".join(str(snippet or "").split()),
+        title=title,
+        snippet=text,
         score=round(-score, 4),
         type=row["type"],
         memory_kind=row["memory_kind"],
