@@ -213,3 +213,22 @@ def test_keyword_turns_rank_rare_and_many_matches_first(tmp_path: Path) -> None:
         # two keywords beat one; the rare keyword beats the common one; then newest first
         assert got == [both.id, rare.id]
         assert newest.id not in got
+
+
+def test_a_turn_without_tools_shows_no_work_note(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        plain = mem.record_turn(thread="a", input="deploy?", output="rolled back at noon")
+        tools = mem.record_turn(
+            thread="a",
+            input="check the pager",
+            output="it paged twice",
+            worklog=[{"tool": "pager", "result": "two pages"}],
+            parents=[plain.id],
+        )
+        assert "No tool calls" in plain.compact  # the record keeps the note
+        pack = mem.context(thread="a", budget=3000)
+        text = {i.path: i.text for i in pack.items if i.kind == "turn"}
+        assert "**Work:**" not in text[plain.path] and "No tool calls" not in text[plain.path]
+        assert text[plain.path].count("rolled back at noon") == 1
+        assert "**Work:**" in text[tools.path] and "pager" in text[tools.path]

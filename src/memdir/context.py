@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import tokens
+from .compact import says_nothing_new
 from .errors import InvalidDocument, InvalidInput, InvalidQuery
 from .turns import (
     TurnRecord,
@@ -122,7 +123,8 @@ def _turn_body(rec: TurnRecord, form: str, limit: int) -> str:
     lines = []
     if rec.input.strip():
         lines.append("**Input:** " + _clip(rec.input, limit))
-    if form == "full" and rec.compact.strip():
+    # The default compactor's note for a turn without tool calls repeats the output.
+    if form == "full" and rec.compact.strip() and not says_nothing_new(rec.compact.strip()):
         lines.append("**Work:**\n" + _clip(rec.compact, limit))
     if rec.output.strip():
         lines.append("**Output:** " + _clip(rec.output, limit))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import coverage, frontmatter, links, paths
+from ..compact import NO_TOOLS_NOTE, says_nothing_new
 
 HIDDEN_STATUSES = frozenset({"superseded", "forgotten"})
 LINK_LIST_KEYS = ("related", "contradicts", "supersedes")
@@ -65,10 +66,10 @@ def _unwrap(target: str) -> str:
 
 
 # A turn record without tool calls has a Compact section that only says so and repeats the
-# output ("- No tool calls." / "- Result: ..."). Indexed, it would make every turn match
-# "tool" and "calls", count the output's words twice and fill snippets with the repeat; the
-# file keeps it, the index leaves it out (migration 0700 does the same to older indexes).
-_NO_TOOLS_AT = "\n\n## Compact\n\n- No tool calls."
+# output (memdir.compact.says_nothing_new). Indexed, it would make every turn match "tool"
+# and "calls", count the output's words twice and fill snippets with the repeat; the file
+# keeps it, the index leaves it out (migration 0700 does the same to older indexes).
+_NO_TOOLS_AT = "\n\n## Compact\n\n" + NO_TOOLS_NOTE
 _OUTPUT_AT = "\n\n## Output\n\n"
 _COMPACT_HEAD = len("\n\n## Compact\n\n")
 
@@ -79,12 +80,7 @@ def searchable_body(doc_type: str | None, body: str) -> str:
         return body
     start = body.find(_NO_TOOLS_AT)
     end = body.find(_OUTPUT_AT)
-    if start < 0 or end <= start:
-        return body
-    lines = body[start + _COMPACT_HEAD : end].split("\n")
-    if lines[0] != "- No tool calls." or len(lines) > 2:
-        return body
-    if len(lines) == 2 and not lines[1].startswith("- Result: "):
+    if start < 0 or end <= start or not says_nothing_new(body[start + _COMPACT_HEAD : end]):
         return body
     return body[:start] + body[end:]
 
