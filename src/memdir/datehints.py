@@ -88,6 +88,24 @@ def _years(found: str | None, fallback: tuple[int, ...]) -> tuple[int, ...]:
     return fallback
 
 
+def names_a_date(query: str) -> bool:
+    """Whether the query holds anything :func:`windows` reads (a cheap test before it)."""
+    return any(
+        pattern.search(query)
+        for pattern in (
+            _DAY_MONTH_YEAR,
+            _MONTH_DAY_YEAR,
+            _ISO_DAY,
+            _WEEK_OF,
+            _PART_OF,
+            _MONTH_YEAR,
+            _SEASON_YEAR,
+            _BARE_MONTH,
+            _BARE_YEAR,
+        )
+    )
+
+
 def windows(query: str, years: Iterable[int] = ()) -> list[Window]:
     """The dates a query names, as windows.
 

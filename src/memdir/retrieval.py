@@ -512,9 +512,9 @@ class RetrievalVerbs:
         self, query: str, fused: list[Fused[int]], weight: float, scale_days: float
     ) -> list[Fused[int]]:
         """Lift candidates made on or near a date the query names ("on 3 June, 2023")."""
-        from .datehints import closeness, parse_time, windows
+        from .datehints import closeness, names_a_date, parse_time, windows
 
-        if not fused:
+        if not fused or not names_a_date(query):
             return fused
         keys = [f.key for f in fused]
         marks = ",".join("?" * len(keys))
