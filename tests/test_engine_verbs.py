@@ -302,6 +302,9 @@ def test_demo_meets_its_targets(tmp_path: Path) -> None:
     assert [list(t.parents) for t in turns[1:]] == [[turns[0].id], [turns[1].id]]
     assert {item.ref for item in out["context"].items} >= {t.id for t in turns}
     assert out["context"].tokens <= out["context"].budget
+    # The turn the search finds reads as thread, user, time and "input → output".
+    text = "\n".join(lines)
+    assert "kitchen-help · " in text and "acetone, is it ruined? → " in text
 
 
 def test_bundle_add_list_remove_through_the_cli(eng: Memory) -> None:

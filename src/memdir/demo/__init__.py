@@ -66,11 +66,14 @@ def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
     for item in pack.items:
         echo(f"  {item.kind}: {item.ref} ({item.reason})")
     echo(f"ancestors of the last turn: {[a.id for a in ancestors]}")
-    echo(f"search turns for 'acetone smell' (mode two): {[h.path for h in turn_hits]}")
+    echo("search turns for 'acetone smell' (mode two):")
+    for hit in turn_hits:
+        echo(f"  {hit.title}: {hit.snippet}")
     for question, answer in zip(QUESTIONS, answers, strict=True):
         echo(f"query: {question}")
         for a in answer["answers"][:2]:
-            first = a["passages"][0]["text"] if a["passages"] else ""
+            # The claim that matched, or the article's title when no claim shares a word.
+            first = a["passages"][0]["text"] if a["passages"] else f"({a['title']})"
             echo(f"  [tier {a['tier']}] {a['path']}: {first}")
         echo(
             f"  read {len(answer['read']['indexes'])} indexes, "
