@@ -14,6 +14,18 @@ from memdir.service import Memory
 from memdir.store import Store
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Files made from installed models go to a folder of this run, not the user's cache."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture
 def store_root(tmp_path: Path) -> Path:
     """A fresh memdir store (with its git repository)."""

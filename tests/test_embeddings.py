@@ -95,6 +95,49 @@ def test_a_query_graph_onnxruntime_refuses_falls_back_to_the_exact_one(
 
 
 @needs_model
+def test_the_query_graph_is_kept_on_disk_for_the_next_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memdir import onnxproto
+
+    text = "When did Melanie go camping?"
+    first = emb.MiniLMEmbedder(cache_dir=tmp_path / "cache")
+    vector = first.embed_query(text)
+    [kept] = list((tmp_path / "cache").iterdir())
+    assert kept.name.startswith("minilm-query-") and kept.suffix == ".onnx"
+    assert kept.stat().st_size > 1_000_000
+
+    def no_rewrite(model: bytes) -> bytes | None:
+        raise AssertionError("the graph was made again instead of read from the cache")
+
+    # Another process (a new embedder) reads the graph instead of making it again.
+    monkeypatch.setattr(onnxproto, "int8_query_model", no_rewrite)
+    second = emb.MiniLMEmbedder(cache_dir=tmp_path / "cache")
+    assert np.array_equal(second.embed_query(text), vector)
+    monkeypatch.undo()
+
+    # A damaged file is made again and replaced; no cache at all still works.
+    kept.write_bytes(b"damaged")
+    third = emb.MiniLMEmbedder(cache_dir=tmp_path / "cache")
+    assert np.array_equal(third.embed_query(text), vector)
+    assert kept.stat().st_size > 1_000_000
+    assert np.array_equal(emb.MiniLMEmbedder(cache_dir=None).embed_query(text), vector)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    assert np.array_equal(emb.MiniLMEmbedder(cache_dir=blocked).embed_query(text), vector)
+
+
+def test_cache_dir_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert emb.cache_dir("") == tmp_path / "xdg" / "memdir"
+    assert emb.cache_dir(" off ") is None and emb.cache_dir("OFF") is None
+    assert emb.cache_dir(str(tmp_path / "mine")) == tmp_path / "mine"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert emb.cache_dir("") == tmp_path / "home" / ".cache" / "memdir"
+
+
+@needs_model
 def test_bad_queries_embed_without_error(minilm: emb.Embedder) -> None:
     long_query = "caroline painted a sunrise " * 400  # far beyond the 256-piece window
     prefix = " ".join(long_query.split()[:200])

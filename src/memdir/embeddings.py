@@ -125,6 +125,7 @@ class MiniLMEmbedder(Embedder):
         threads: int = 0,
         batch_size: int = 32,
         fast_queries: bool = True,
+        cache_dir: Path | None = None,
     ) -> None:
         np = _need_numpy()
         try:
@@ -155,6 +156,8 @@ class MiniLMEmbedder(Embedder):
             self.model_id += f"+tok:{tokenizer_digest[:12]}"
         self.batch_size = max(1, batch_size)
         self.fast_queries = fast_queries
+        self.cache_dir = cache_dir
+        self._model_digest = digest
         self._model_path = model_path
         self._ort = onnxruntime
         self._threads = threads if threads > 0 else min(4, os.cpu_count() or 1)
@@ -195,15 +198,50 @@ class MiniLMEmbedder(Embedder):
             if not self.fast_queries:
                 self._query_session = self._documents()
             else:
-                from .onnxproto import int8_query_model
-
-                rewritten = int8_query_model(self._model_path.read_bytes())
-                try:
-                    fast = None if rewritten is None else self._new_session(rewritten)
-                except ProviderError:
-                    fast = None  # a graph onnxruntime refuses: queries take the exact one
+                fast = self._cached_query_session() or self._rewritten_query_session()
                 self._query_session = fast if fast is not None else self._documents()
         return self._query_session
+
+    def _query_graph_path(self) -> Path | None:
+        """Where the integer query graph of this model is kept between processes."""
+        from .onnxproto import QUERY_GRAPH_VERSION
+
+        if self.cache_dir is None:
+            return None
+        name = f"minilm-query-{self._model_digest[:16]}-v{QUERY_GRAPH_VERSION}.onnx"
+        return self.cache_dir / name
+
+    def _cached_query_session(self) -> Any:
+        """The query graph written by an earlier process (None: absent or unreadable)."""
+        path = self._query_graph_path()
+        if path is None or not path.is_file():
+            return None
+        try:
+            return self._new_session(str(path))
+        except ProviderError:
+            return None  # a damaged file: made again below, and rewritten
+
+    def _rewritten_query_session(self) -> Any:
+        """Make the query graph from the model (about 0.2 s), and keep it on disk if possible."""
+        from .onnxproto import int8_query_model
+
+        rewritten = int8_query_model(self._model_path.read_bytes())
+        if rewritten is None:
+            return None
+        try:
+            fast = self._new_session(rewritten)
+        except ProviderError:
+            return None  # a graph onnxruntime refuses: queries take the exact one
+        path = self._query_graph_path()
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+                partial.write_bytes(rewritten)
+                os.replace(partial, path)  # readers see the whole file or none
+            except OSError:
+                pass  # a read-only or full disk only costs the next process the rewrite
+        return fast
 
     @property
     def query_model_id(self) -> str:
@@ -277,7 +315,7 @@ class MiniLMEmbedder(Embedder):
         return normalise(pooled.astype(np.float32))
 
 
-_cache: dict[tuple[str, str, str, int, int, bool, str, str], Embedder] = {}
+_cache: dict[tuple[str, str, str, int, int, bool, str, str, str], Embedder] = {}
 _cache_lock = threading.Lock()
 
 
@@ -288,7 +326,28 @@ def _minilm_factory(settings: EmbeddingsSettings) -> Embedder:
         threads=settings.threads,
         batch_size=settings.batch_size,
         fast_queries=settings.fast_queries,
+        cache_dir=cache_dir(settings.cache_dir),
     )
+
+
+def cache_dir(setting: str) -> Path | None:
+    """The folder for files memdir makes from installed models (None: ``off``).
+
+    ``embeddings.cache_dir``; empty means ``$XDG_CACHE_HOME/memdir``, else
+    ``~/.cache/memdir``. Everything there can be deleted: it is made again.
+    """
+    value = setting.strip()
+    if value.lower() == "off":
+        return None
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if base:
+        return Path(base) / "memdir"
+    try:
+        return Path.home() / ".cache" / "memdir"
+    except RuntimeError:  # no home folder: nothing is kept between processes
+        return None
 
 
 def _openai_factory(settings: EmbeddingsSettings) -> Embedder:
@@ -316,6 +375,7 @@ def get_embedder(settings: EmbeddingsSettings) -> Embedder:
         settings.batch_size,
         settings.threads,
         settings.fast_queries,
+        settings.cache_dir,
         settings.base_url,
         settings.api_key_env,
     )

@@ -156,6 +156,10 @@ def _node(blob: bytes) -> _Node:
 # -- the query graph --------------------------------------------------------------------
 
 
+# Bumped whenever int8_query_model writes a different graph: cached graphs carry it.
+QUERY_GRAPH_VERSION = 1
+
+
 def int8_query_model(model: bytes) -> bytes | None:
     """The model with each weight-only int8 product computed in integers.
 

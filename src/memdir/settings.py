@@ -61,6 +61,7 @@ class EmbeddingsSettings:
     tokenizer_path: str = ""
     threads: int = 0
     fast_queries: bool = True
+    cache_dir: str = ""
     chunk_tokens: int = 200
     chunk_overlap: int = 40
 
