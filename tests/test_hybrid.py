@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir.cli import cli
 from memdir.datehints import Window, closeness, names_a_date, parse_time, windows
-from memdir.errors import InvalidInput
+from memdir.errors import InvalidInput, InvalidQuery
+from memdir.index.search import words
 from memdir.service import Memory
 from memdir.store import Store
 from memdir.userhints import named_users, without_users
@@ -376,3 +377,29 @@ def test_results_after_the_fifth_show_threads_not_yet_shown(toy: None, root: Pat
     # Scores are not re-ordered, only the positions after the fifth.
     assert hits[5].score < hits[6].score
     mem.close()
+
+
+_QUERY_WORDS = st.sampled_from(
+    "ann bob Ann's violin lake in June 3 June, 2023 summer 2023 the second week of July "
+    '31 December 9999 ( ) " * : - NEAR AND OR NOT ^ 🎻 ünïcödé'.split()
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.lists(_QUERY_WORDS | st.text(max_size=8), max_size=12).map(" ".join))
+def test_any_string_is_a_query_in_every_mode(toy: None, tmp_path: Path, query: str) -> None:
+    root = tmp_path / "store"
+    if not root.exists():
+        Store.init(root, git=False)
+        with _open(root) as mem:
+            _conversation(mem)
+    with _open(root) as mem:
+        for mode in ("bm25", "vector", "hybrid"):
+            try:
+                hits = mem.search(query, mode=mode, limit=3)
+            except InvalidQuery:
+                assert not words(query)  # only a query with no words is refused
+                continue
+            assert len(hits) <= 3 and all((root / h.path).is_file() for h in hits)
