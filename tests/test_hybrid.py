@@ -143,18 +143,6 @@ def test_date_hints_never_raise_and_every_window_is_a_range(text: str, years: se
         assert names_a_date(text)  # the cheap test never hides a date
 
 
-def test_a_month_without_a_year_lifts_turns_of_that_month(toy: None, root: Path) -> None:
-    mem = _open(root, thread_weight=0.0, thread_boost=0.0)
-    _turn(mem, "t/x.md", "s1", "ann", "2023-06-10T10:00:00Z", "We went camping by the lake.")
-    _turn(mem, "t/y.md", "s2", "ann", "2023-08-10T10:00:00Z", "We went camping by the lake!")
-    plain = mem.search("camping by the lake", mode="hybrid", limit=2, path_prefix="t/")
-    dated = mem.search("camping by the lake in June", mode="hybrid", limit=2, path_prefix="t/")
-    assert dated[0].path == "t/x.md" and dated[0].why["date_boost"] == pytest.approx(0.2)
-    assert dated[1].why["date_boost"] < 0.2
-    assert "date_boost" not in plain[0].why
-    mem.close()
-
-
 def test_reply_found_by_the_question_it_answers(toy: None, root: Path) -> None:
     mem = _open(root)
     _conversation(mem)
@@ -170,13 +158,24 @@ def test_reply_found_by_the_question_it_answers(toy: None, root: Path) -> None:
     mem.close()
 
 
-def test_date_in_the_query_lifts_turns_of_that_day(toy: None, root: Path) -> None:
+@pytest.mark.parametrize(
+    ("said", "query", "when"),
+    [
+        ("I baked bread today", "on 20 May, 2023", ("2023-03-01", "2023-05-20")),
+        # A month without a year is looked for in the candidates' years.
+        ("We went camping by the lake", "in June", ("2023-08-10", "2023-06-10")),
+    ],
+)
+def test_date_in_the_query_lifts_turns_of_that_date(
+    toy: None, root: Path, said: str, query: str, when: tuple[str, str]
+) -> None:
     mem = _open(root, thread_weight=0.0, thread_boost=0.0)
-    _turn(mem, "t/x.md", "s1", "ann", "2023-03-01T10:00:00Z", "I baked bread today.")
-    _turn(mem, "t/y.md", "s2", "ann", "2023-05-20T10:00:00Z", "I baked bread today!")
-    plain = mem.search("baked bread", mode="hybrid", limit=2, path_prefix="t/")
-    dated = mem.search("baked bread on 20 May, 2023", mode="hybrid", limit=2, path_prefix="t/")
+    _turn(mem, "t/x.md", "s1", "ann", f"{when[0]}T10:00:00Z", said + ".")
+    _turn(mem, "t/y.md", "s2", "ann", f"{when[1]}T10:00:00Z", said + "!")
+    plain = mem.search(said, mode="hybrid", limit=2, path_prefix="t/")
+    dated = mem.search(f"{said} {query}", mode="hybrid", limit=2, path_prefix="t/")
     assert dated[0].path == "t/y.md" and dated[0].why["date_boost"] == pytest.approx(0.2)
+    assert dated[1].why["date_boost"] < 0.2
     assert "date_boost" not in plain[0].why
     mem.close()
 
