@@ -18,13 +18,11 @@ STOPWORDS = frozenset(
     this to was we were what when where which who whom why will with you your""".split()
 )
 
-# Turn records: the heading marks of their sections, and the compactor's note for a turn
-# without tool calls (it repeats the output), say nothing in a snippet.
 _HEADING_MARK = re.compile(r"(?:^|(?<=\s))#{1,6}\s+")
-_NO_TOOLS_NOTE = re.compile(
-    r"\s*\bCompact\s+-\s*No tool calls\.(?:\s+-\s*Result\b.*?)?(?=\s+\[?Output\b|\s*…|$)"
-)
-_TURN_LABEL = re.compile(r"^\s*\[?Input\]?\s+|(?<=\s)\[?Output\]?\s+")
+# A turn record's section headings, as a snippet of its body shows them (matched words
+# in brackets): read as "input · work: ... → output".
+_TURN_SECTION = re.compile(r"(?:^|(?<=\s))##\s+\[?(Input|Compact|Output)\]?(?=\s|$)")
+_TURN_LABELS = {"input": " ", "compact": " · work: ", "output": " → "}
 _POINTER_COLUMNS = "d.thread, d.user, d.created, d.episode_id"
 
 
@@ -33,21 +31,19 @@ def present(title: str, snippet: str, row: Any) -> tuple[str, str]:
 
     ``row`` carries ``type``, ``thread``, ``user``, ``created``, ``episode_id`` and ``path``.
     A turn record's title defaults to its id, which tells a reader nothing: it shows as
-    ``thread · user · YYYY-MM-DD HH:MM`` instead. Heading marks (``## Input``) leave every
-    snippet, and a turn's snippet reads ``input → output``.
+    ``thread · user · YYYY-MM-DD HH:MM`` instead, and its snippet reads ``input →
+    output``. Heading marks (``## ``) leave every snippet.
     """
-    text = " ".join(_HEADING_MARK.sub("", snippet or "").split())
-    if str(row["type"] or "").lower() != "turn":
-        return title, text
-    ident = str(row["episode_id"] or "")
-    stem = str(row["path"]).rsplit("/", 1)[-1].removesuffix(".md")
-    if not title or title in (ident, stem):
-        created = str(row["created"] or "")[:16].replace("T", " ")
-        parts = [str(row["thread"] or ""), str(row["user"] or ""), created]
-        title = " · ".join(p for p in parts if p) or title
-    text = _NO_TOOLS_NOTE.sub("", text)
-    text = _TURN_LABEL.sub(lambda m: "" if m.start() == 0 else "→ ", text).strip()
-    return title, text
+    text = " ".join((snippet or "").split())
+    if str(row["type"] or "").lower() == "turn":
+        ident = str(row["episode_id"] or "")
+        stem = str(row["path"]).rsplit("/", 1)[-1].removesuffix(".md")
+        if not title or title in (ident, stem):
+            created = str(row["created"] or "")[:16].replace("T", " ")
+            parts = [str(row["thread"] or ""), str(row["user"] or ""), created]
+            title = " · ".join(p for p in parts if p) or title
+        text = _TURN_SECTION.sub(lambda m: _TURN_LABELS[m.group(1).lower()], text)
+    return title, " ".join(_HEADING_MARK.sub("", text).split())
 
 
 def words(text: str) -> list[str]:
