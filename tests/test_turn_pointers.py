@@ -10,6 +10,7 @@ import pytest
 
 from memdir import frontmatter
 from memdir.index.documents import searchable_body
+from memdir.index.search import present
 from memdir.service import Memory
 from memdir.store import Store
 from memdir.turns import turn_path
@@ -152,3 +153,37 @@ def test_searchable_body_removes_only_a_bare_no_tools_note(body: str, kept: bool
     assert searchable_body("article", body) == body
     if not kept:
         assert "No tool calls" not in searchable_body("Turn", body)
+
+
+_ROW = {
+    "type": "turn",
+    "episode_id": "01abc",
+    "path": "episodes/turns/2026/01/01/01abc.md",
+    "thread": "ops",
+    "user": "ana",
+    "created": "2026-01-01T10:00:00.000Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("snippet", "shown"),
+    [
+        (
+            "## Input\n\nplease Output the list\n\n## Output\n\ndone",
+            "please Output the list → done",
+        ),
+        ("… the [users] table ## Output rolled back …", "… the [users] table → rolled back …"),
+        (
+            "## Input hi ## Compact - Tools (1 calls): pager ## Output [paged]",
+            "hi · work: - Tools (1 calls): pager → [paged]",
+        ),
+        ("## [Input] what is input", "what is input"),
+    ],
+)
+def test_a_turn_snippet_reads_input_work_output(snippet: str, shown: str) -> None:
+    assert present("01abc", snippet, _ROW) == ("ops · ana · 2026-01-01 10:00", shown)
+    assert present("My title", snippet, _ROW)[0] == "My title"
+    assert present("Deploys", "# Deploys Roll ## Steps back", {"type": None}) == (
+        "Deploys",
+        "Deploys Roll Steps back",
+    )
