@@ -5,15 +5,25 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..store import Store, atomic_write
 
+if TYPE_CHECKING:
+    from ..index import Index
+
 
 class Batch:
-    """Collects the files an engine run writes, so the run ends in one commit."""
+    """Collects the files an engine run writes, so the run ends in one commit.
 
-    def __init__(self, store: Store) -> None:
+    With an ``index``, :meth:`commit` first brings it in step for the written paths: a
+    command syncs once when it starts, so a file written later would otherwise stay out
+    of the index until the next command.
+    """
+
+    def __init__(self, store: Store, index: Index | None = None) -> None:
         self.store = store
+        self.index = index
         self.paths: list[str] = []
 
     def write(self, rel: str, text: str) -> str:
@@ -39,6 +49,8 @@ class Batch:
 
     def commit(self, message: str, actor: str = "memdir-engine") -> bool:
         """One commit of everything written (False when git is off or nothing changed)."""
+        if self.index is not None and self.paths:
+            self.index.sync_paths([p for p in self.paths if not p.startswith(".memdir/")])
         if not self.store.settings.store.git_commit or not self.paths:
             return False
         if not (self.store.root / ".git").exists():

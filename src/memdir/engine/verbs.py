@@ -90,7 +90,7 @@ class EngineVerbs:
             "ok",
             {"sha256": current.sha256[:12], "previous": (before or "none")[:12]},
         )
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         batch.add_private("config.toml")
         batch.add_private("runs.tsv")
         batch.commit(f"harness accept: pin HARNESS.md {current.sha256[:12]}")
@@ -103,7 +103,7 @@ class EngineVerbs:
         self._harness(writing=True)
         text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
         new = program.add_bundle(text, name, scope)
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         batch.write("PROGRAM.md", new)
         prog = self.program()
         wiki.regenerate(batch, self._root, prog, name)
@@ -132,7 +132,7 @@ class EngineVerbs:
         """Remove a bundle from PROGRAM.md (its articles stay on disk)."""
         self._harness(writing=True)
         text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         batch.write("PROGRAM.md", program.remove_bundle(text, name))
         kept = len(wiki.articles(self._root, name))
         wiki.regenerate_top(batch, self._root, self.program())
@@ -164,7 +164,7 @@ class EngineVerbs:
                 raise InvalidDocument(f"{name}: the source is empty")
             prepared.append((name, text))
         out = []
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         for name, text in prepared:
             eid = new_id()
             parsed = frontmatter.parse(text)
@@ -214,7 +214,7 @@ class EngineVerbs:
         if plan:
             return consolidating.plan(root, prog, h, recall=recall)
         who = (actor or "").strip() or ACTOR
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         if apply is not None:
             data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
             accepted = consolidating.validate_apply(root, prog, h, data)
@@ -353,7 +353,7 @@ class EngineVerbs:
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""
         self.sync()
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         result = self._refine_into(batch, label_run=True, name=label)
         batch.commit(f"refine: drift {result['drift']} ({result['label']})")
         return result
@@ -429,7 +429,7 @@ class EngineVerbs:
         for tier, value in result["recall_by_tier"].items():
             notes[f"recall_tier{tier}"] = value
         runs.append(self._root, "evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         batch.add_private("runs.tsv")
         self._operational(
             batch,
@@ -486,7 +486,7 @@ class EngineVerbs:
             insights=list(insights),
             tags=list(tags),
         )
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         batch.write(rel, text)
         batch.commit(f"episode add {eid}")
         self.sync()
@@ -496,7 +496,7 @@ class EngineVerbs:
         """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
         self._harness(writing=True)
         self.sync()
-        batch = files.Batch(self.store)
+        batch = files.Batch(self.store, self.index)
         result = self._reflect_into(batch, now=now)
         self._operational(
             batch,
