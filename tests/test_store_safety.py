@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from conftest import run_cli
+from memdir import service
+from memdir.errors import Conflict, InvalidDocument, InvalidInput, InvalidQuery, UnsafePath
 from memdir.service import Memory
+from memdir.store import Store
 
 
 def test_engine_writes_reach_the_index_within_the_command(store_root: Path) -> None:
@@ -30,3 +37,137 @@ def test_engine_writes_reach_the_index_within_the_command(store_root: Path) -> N
         assert on_disk <= indexed, on_disk - indexed
     doctor = run_cli("--root", str(store_root), "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+
+
+@pytest.fixture
+def plain(tmp_path: Path) -> Iterator[Memory]:
+    root = Store.init(tmp_path / "s", git=False)
+    with Memory.open(root, overrides={"store": {"git_commit": False}}) as mem:
+        mem.write("notes/a.md", "# A\n\nThe kettle is descaled with vinegar.\n")
+        yield mem
+
+
+def test_a_symlink_out_of_the_store_is_never_indexed(plain: Memory, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("# Secret\n\nroot:x:0:0 zebrafish\n")
+    (plain.root / "notes" / "leak.md").symlink_to(secret)
+    (plain.root / "notes" / "alias.md").symlink_to(plain.root / "notes" / "a.md")
+    plain.sync(force=True)
+    indexed = {r[0] for r in plain.index.conn.execute("SELECT path FROM docs")}
+    assert "notes/leak.md" not in indexed and "notes/alias.md" in indexed
+    assert plain.search("zebrafish", mode="bm25") == []
+    assert plain.grep("zebrafish") == [] and plain.grep("kettle")
+    plain.index.sync_paths(["notes/leak.md"])  # as the watcher would, for a new path
+    assert (
+        plain.index.conn.execute("SELECT 1 FROM docs WHERE path = 'notes/leak.md'").fetchone()
+        is None
+    )
+    with pytest.raises(UnsafePath):
+        plain.read("notes/leak.md")
+
+
+def test_forget_and_merge_touch_only_memory_documents(plain: Memory) -> None:
+    (plain.root / "notes" / "plain.txt").write_text("data\n")
+    for call in (
+        lambda: plain.forget(".gitignore"),
+        lambda: plain.forget("notes/plain.txt", purge=True),
+        lambda: plain.merge(".gitignore", episode="e1"),
+        lambda: plain.forget("HARNESS.md", reason="x"),
+        lambda: plain.forget("PROGRAM.md", purge=True),
+        lambda: plain.merge("HARNESS.md", episode="e1"),
+        lambda: plain.forget("notes"),
+    ):
+        with pytest.raises(InvalidInput):
+            call()
+    assert (plain.root / "notes" / "plain.txt").read_text() == "data\n"
+    assert (plain.root / "HARNESS.md").is_file() and (plain.root / "PROGRAM.md").is_file()
+    assert not (plain.root / ".gitignore").read_text().startswith("---")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"episode": "\ud800"},
+        {"episode": "e\x00"},
+        {"episode": "e1", "type": "run\nx"},
+        {"episode": "e1", "note": "\ud800"},
+        {"path": "../../etc/passwd"},
+        {"path": "/abs.md"},
+    ],
+)
+def test_merge_refuses_what_it_cannot_record(plain: Memory, fields: dict[str, str]) -> None:
+    before = (plain.root / "notes" / "a.md").read_bytes()
+    with pytest.raises((InvalidInput, UnsafePath)):
+        plain.merge("notes/a.md", **fields)
+    assert (plain.root / "notes" / "a.md").read_bytes() == before
+
+
+def test_text_that_is_not_unicode_is_refused_before_anything_is_written(plain: Memory) -> None:
+    before = sorted(p.relative_to(plain.root) for p in plain.root.rglob("*") if p.is_file())
+    with pytest.raises(InvalidDocument):
+        plain.write("notes/b.md", "# B\n\n\ud800\n")
+    with pytest.raises(InvalidInput):
+        plain.record_turn(thread="t", input="\ud800", output="x")
+    with pytest.raises(InvalidInput):
+        plain.record_turn(thread="t", input="x", parents=["\ud800"])
+    with pytest.raises(InvalidInput):
+        plain.record_turn(thread="t", input="x", worklog=[{"tool": "\ud800"}])
+    with pytest.raises(InvalidInput):
+        plain.record_turn(thread="t", input="x", actor={"x": 1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidDocument):
+        plain.ingest([("a.md", "# A\n\n\ud800")])
+    with pytest.raises(InvalidQuery):
+        plain.search("kettle \ud800")
+    with pytest.raises(InvalidInput):
+        plain.search("kettle", where={"ti\x00tle": "x"})
+    with pytest.raises(InvalidInput):
+        plain.search("kettle", where=["title=\ud800"])
+    after = sorted(p.relative_to(plain.root) for p in plain.root.rglob("*") if p.is_file())
+    assert after == before
+
+
+def test_grep_stops_a_pattern_that_backtracks_without_end(
+    plain: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "GREP_SECONDS", 0.3)
+    plain.write("notes/redos.md", "# R\n\n" + "a" * 40 + "!\n")
+    started = time.monotonic()
+    with pytest.raises(InvalidQuery, match="took longer"):
+        plain.grep("(.*){1,32000}[bc]")
+    assert time.monotonic() - started < 3
+    for bad in ("a{99999999999}", "(" * 5000 + ")" * 5000, "(unclosed"):
+        with pytest.raises(InvalidQuery):
+            plain.grep(bad)
+    with pytest.raises(InvalidInput):
+        plain.grep("kettle", limit=0)
+    assert [h.path for h in plain.grep("kettle", limit=1)] == ["notes/a.md"]
+
+
+def test_paths_a_file_system_cannot_hold_are_refused(plain: Memory) -> None:
+    with pytest.raises(UnsafePath):
+        plain.write("notes/" + "x" * 300 + ".md", "# X\n")
+    with pytest.raises(UnsafePath):
+        plain.write("d/" * 100 + "a.md", "# X\n")
+    with pytest.raises(Conflict):
+        plain.write("notes/a.md/b.md", "# X\n")
+
+
+def test_a_damaged_index_is_set_aside_and_rebuilt(
+    plain: Memory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = plain.root
+    plain.close()
+    (root / ".memdir" / "index.db").write_bytes(b"garbage, not a database")
+    for suffix in ("-wal", "-shm"):
+        (root / ".memdir" / f"index.db{suffix}").unlink(missing_ok=True)
+    with Memory.open(root, overrides={"store": {"git_commit": False}}) as again:
+        assert [h.path for h in again.search("kettle", mode="bm25")] == ["notes/a.md"]
+        assert again.doctor().ok
+    assert "could not be read" in capsys.readouterr().err
+    assert [p.name for p in (root / ".memdir").glob("index.db.damaged-*")]
+
+
+def test_init_where_no_folder_can_be_made(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(InvalidInput):
+        Store.init(tmp_path / "a-file" / "store", git=False)

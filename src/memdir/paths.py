@@ -14,6 +14,10 @@ from .errors import UnsafePath
 
 PRIVATE_DIRS = frozenset({".git", ".memdir"})
 HIDDEN_ZONES = ("quarantine/",)
+# What file systems allow for one name, and a depth no memory needs (deeper paths made
+# a RecursionError in mkdir before they reached the file system's own limit).
+MAX_NAME_BYTES = 255
+MAX_DEPTH = 64
 
 
 def normalize(rel: str) -> str:
@@ -32,11 +36,19 @@ def normalize(rel: str) -> str:
     parts = [p for p in candidate.split("/") if p not in ("", ".")]
     if not parts:
         raise UnsafePath(f"path names no file: {rel}")
+    if len(parts) > MAX_DEPTH:
+        raise UnsafePath(f"path is more than {MAX_DEPTH} folders deep: {rel[:80]}…")
     for part in parts:
         if part == "..":
             raise UnsafePath(f"path leaves the store: {rel}")
         if part in PRIVATE_DIRS:
             raise UnsafePath(f"path is inside the private folder {part}/: {rel}")
+        try:
+            size = len(part.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise UnsafePath(f"path is not valid Unicode text: {rel!r}") from None
+        if size > MAX_NAME_BYTES:
+            raise UnsafePath(f"a name in the path is over {MAX_NAME_BYTES} bytes: {part[:40]}…")
     return "/".join(parts)
 
 
@@ -57,6 +69,15 @@ def confine(root: Path, rel: str) -> tuple[str, Path]:
         raise UnsafePath(f"path resolves outside the store through a symlink: {rel}")
     canonical = normalize(os.path.relpath(real_target, real_root).replace(os.sep, "/"))
     return canonical, root / canonical
+
+
+def inside(real_root: str, path: str) -> bool:
+    """Whether ``path``, every symlink followed, is under ``real_root`` (itself a realpath).
+
+    The walk that indexes the store skips a symlink that leads outside it: its content is
+    not the store's, and search or grep would show it where ``read`` refuses it.
+    """
+    return os.path.realpath(path).startswith(real_root + os.sep)
 
 
 def _symlink_below(root: Path, norm: str) -> bool:

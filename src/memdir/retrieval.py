@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .errors import InvalidInput, InvalidQuery, MissingExtra, ProviderError
 from .fusion import Fused, add_boost, diversify, rrf
 from .index.search import Filters, Hit, bm25, fts_query, words
+from .text import lone_surrogate
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -244,6 +245,8 @@ class RetrievalVerbs:
         size = self._limit(limit)
         if not words(query):
             raise InvalidQuery("the query has no searchable words")
+        if lone_surrogate(query) is not None:
+            raise InvalidQuery("the query is not valid Unicode text (it has a lone surrogate)")
         reranker = self.reranker()
         want = size if reranker is None else max(size, self.settings.rerank.depth)
         auto = (mode or self.settings.search.mode or "auto").strip().lower() == "auto"

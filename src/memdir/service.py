@@ -9,7 +9,7 @@ files first (:meth:`StoreVerbs.sync`).
 from __future__ import annotations
 
 import json
-import re
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import coverage, links, provenance, watch
+from . import coverage, links, paths, provenance, watch
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, InvalidInput, InvalidQuery, NotFound
 from .index import Difference, Index, SyncStats
@@ -28,6 +28,7 @@ from .retrieval import RetrievalVerbs
 from .settings import Settings
 from .settings import load as load_settings
 from .store import Store, WriteResult, content_hash, find_root
+from .text import bad_char, lone_surrogate, one_line
 from .turns import TurnVerbs
 
 
@@ -86,6 +87,13 @@ def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[
     pairs: list[tuple[str, Any]] = []
     source = items.items() if isinstance(items, Mapping) else (_split_where(i) for i in items)
     for key, raw in source:
+        if not isinstance(key, str) or not key.strip() or bad_char(key) or '"' in key:
+            raise InvalidInput(
+                f"a where filter needs a frontmatter key without quotes or control "
+                f"characters, got {key!r}"
+            )
+        if isinstance(raw, str) and lone_surrogate(raw) is not None:
+            raise InvalidInput(f"the where filter on {key!r} is not valid Unicode text")
         value = typed_scalar(raw) if isinstance(raw, str) else raw
         pairs.append((key, int(value) if isinstance(value, bool) else value))
     return tuple(pairs)
@@ -94,7 +102,7 @@ def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[
 def _split_where(item: str) -> tuple[str, str]:
     key, sep, value = item.partition("=")
     if not sep or not key.strip():
-        raise InvalidInput(f"--where expects key=value, got {item!r}")
+        raise InvalidInput(f"a where filter is key=value, got {item!r}")
     return key.strip(), value.strip()
 
 
@@ -208,6 +216,23 @@ class StoreVerbs:
         self.index.sync_paths([result.path])
         return result
 
+    def _memory_page(self, rel: str, verb: str) -> str:
+        """``rel`` normalised, if it is a document ``verb`` may change: markdown, not a contract.
+
+        HARNESS.md and PROGRAM.md are the engine's contracts (``memdir harness accept``,
+        ``memdir bundle``): superseding, purging or merging into them is refused.
+        """
+        norm, target = self.store.resolve(rel)
+        if target.is_dir():
+            raise InvalidInput(f"{norm} is a folder, not a file")
+        if not paths.is_markdown(norm):
+            raise InvalidInput(f"cannot {verb} {norm}: only markdown (.md) files are memory")
+        if norm in CONTRACTS:
+            raise InvalidInput(
+                f"cannot {verb} {norm}: it is the store's {CONTRACTS[norm]}; edit it instead"
+            )
+        return norm
+
     def merge(
         self,
         page: str,
@@ -219,9 +244,14 @@ class StoreVerbs:
         actor: str | None = None,
     ) -> dict[str, Any]:
         """Record in ``page``'s ``merged-from`` that it consumed an episode (idempotent)."""
-        kind = (type or "").strip()
-        ident = (episode or "").strip()
-        ep_path = (path or "").strip()
+        kind = one_line("type", type or "", max_chars=MAX_MERGE_CHARS).strip()
+        ident = one_line("episode id", episode or "", max_chars=MAX_MERGE_CHARS).strip()
+        ep_path = one_line("episode path", path or "", max_chars=MAX_MERGE_CHARS).strip()
+        if note is not None:
+            one_line("note", note, max_chars=MAX_MERGE_CHARS)
+        if ep_path:
+            paths.normalize(ep_path)  # refuses absolute paths, "..", control characters
+        page = self._memory_page(page, "merge into")
         if not kind:
             raise InvalidInput("merge needs a type")
         if not ident and not ep_path:
@@ -269,8 +299,10 @@ class StoreVerbs:
         actor: str | None = None,
     ) -> dict[str, Any]:
         """Supersede a document (kept, hidden from retrieval) or purge it entirely."""
+        if reason is not None:
+            one_line("reason", reason, max_chars=MAX_MERGE_CHARS)
         self.sync()
-        norm, _ = self.store.resolve(path)
+        norm = self._memory_page(path, "forget")
         if purge:
             self.store.delete(norm, actor=actor, message=f"purge {norm}" + _reason(reason))
             self.index.remove([norm])
@@ -346,10 +378,19 @@ class StoreVerbs:
         limit: int = 200,
         include_superseded: bool = False,
     ) -> list[GrepHit]:
-        """Regular-expression search over the visible files, in walk order."""
+        """Regular-expression search over the visible files, in walk order.
+
+        Patterns are run by the ``regex`` module (the syntax of Python's ``re``) with a
+        time limit: a pattern that backtracks without end ("(a+)+$") stops after
+        ``GREP_SECONDS`` in all with ``invalid_query``, instead of holding a server.
+        """
+        import regex
+
+        if limit < 1:
+            raise InvalidInput(f"limit must be at least 1, got {limit}")
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
+            compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+        except (regex.error, OverflowError, RecursionError, ValueError) as exc:
             raise InvalidQuery(f"invalid regular expression {pattern!r}: {exc}") from None
         self.sync()
         flt = self.filters(path_prefix=path_prefix, include_superseded=include_superseded)
@@ -357,14 +398,26 @@ class StoreVerbs:
         rows = self.index.conn.execute(
             f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
         )
+        real_root = os.path.realpath(self.store.root)
+        deadline = time.monotonic() + GREP_SECONDS
         hits: list[GrepHit] = []
         for (rel,) in rows:
+            target = self.store.root / rel
+            if not paths.inside(real_root, os.fspath(target)):
+                continue  # a symlink out of the store (an index older than that rule)
             try:
-                text = (self.store.root / rel).read_text(encoding="utf-8", errors="replace")
+                text = target.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
             for number, line in enumerate(text.splitlines(), start=1):
-                if regex.search(line):
+                try:
+                    found = compiled.search(line, timeout=max(deadline - time.monotonic(), 0))
+                except TimeoutError:
+                    raise InvalidQuery(
+                        f"the regular expression {pattern!r} took longer than {GREP_SECONDS:g} s "
+                        "(it backtracks too much); simplify it"
+                    ) from None
+                if found:
                     hits.append(GrepHit(rel, number, line))
                     if len(hits) >= limit:
                         return hits
@@ -450,6 +503,15 @@ class ReportText:
     warnings: list[str]
 
 
+# The engine's contracts at the store's root: changed by editing, never forgotten or merged.
+CONTRACTS = {
+    "HARNESS.md": "harness (memdir harness accept)",
+    "PROGRAM.md": "program (memdir bundle)",
+}
+# A grep stops with invalid_query after this long (a pattern that backtracks without end).
+GREP_SECONDS = 5.0
+# Longest id, type, path, note or reason a merge or forget records.
+MAX_MERGE_CHARS = 1000
 # Placeholders for the time-dependent metrics, as coverage.go_string writes them; they come
 # before the file lists in KiwiFS's field order, so the first occurrence is the field.
 _AVG = "\x01avg_age_days"

@@ -19,7 +19,9 @@ from typing import Any
 
 from . import frontmatter, paths, provenance
 from .errors import (
+    Conflict,
     InvalidDocument,
+    InvalidInput,
     NotFound,
     PreconditionFailed,
     StoreExists,
@@ -31,6 +33,8 @@ from .journal import Journal, recover
 from .journal import folder as journal_folder
 from .locks import FileLock
 from .settings import Settings, config_path, default_config_toml
+from .text import actor_name as checked_actor
+from .text import lone_surrogate
 
 ROOT_ENV = "MEMDIR_ROOT"
 LOCK_STRIPES = 64
@@ -113,9 +117,17 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _make_folder(folder: Path) -> None:
+    """``mkdir -p``, with a clear error when a file stands where a folder must go."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise Conflict(f"{folder.name} (in {folder.parent}) is a file, not a folder") from None
+
+
 def _stage(target: Path, data: bytes) -> tuple[str, int]:
     """Write ``data`` to a new temp file beside ``target``; return its name and open fd."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(target.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         view = memoryview(data)
@@ -265,7 +277,10 @@ class Store:
             raise StoreExists(
                 f"{directory} is already a memdir store; use --force to add missing parts"
             )
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidInput(f"cannot create the store at {directory}: {exc.strerror}") from None
         root = directory.resolve()
         files = {
             ".memdir/config.toml": default_config_toml(),
@@ -341,6 +356,13 @@ class Store:
     # -- writes ------------------------------------------------------------------
 
     def _check_content(self, norm: str, data: bytes | str) -> bytes:
+        if isinstance(data, str):
+            at = lone_surrogate(data)
+            if at is not None:
+                raise InvalidDocument(
+                    f"{norm}: content is not valid Unicode text (a lone surrogate at "
+                    f"character {at})"
+                )
         raw = data.encode("utf-8") if isinstance(data, str) else data
         limit = self.settings.store.max_file_bytes
         if len(raw) > limit:
@@ -398,7 +420,7 @@ class Store:
         ``provenance_value`` appends ``{type, id, date, actor}`` to ``derived-from``.
         ``if_match`` is an ETag (or content hash) that the current file must have.
         """
-        actor_name = (actor or "").strip() or "anonymous"
+        actor_name = checked_actor(actor)
         norm, target, raw = self._prepare(
             rel,
             content,
@@ -437,7 +459,7 @@ class Store:
         written without syncs and made durable by one synced append to this process's
         journal (:mod:`memdir.journal`), before the call returns.
         """
-        actor_name = (actor or "").strip() or "anonymous"
+        actor_name = checked_actor(actor)
         prepared = [
             self._prepare(
                 rel,
@@ -504,7 +526,7 @@ class Store:
     ) -> WriteResult:
         """Read-modify-write of a document's frontmatter under the lock; the body is kept."""
         norm, target = self.resolve(rel)
-        actor_name = (actor or "").strip() or "anonymous"
+        actor_name = checked_actor(actor)
         with self.lock(norm):
             if not target.is_file():
                 raise NotFound(f"no such file in the store: {norm}")
@@ -525,9 +547,7 @@ class Store:
                 raise NotFound(f"no such file in the store: {norm}")
             target.unlink()
             _fsync_dir(target.parent)
-        self._queue_commit(
-            [norm], (actor or "").strip() or "anonymous", message or f"delete {norm}"
-        )
+        self._queue_commit([norm], checked_actor(actor), message or f"delete {norm}")
         return norm
 
     def _queue_commit(self, rels: list[str], actor: str, message: str) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ import yaml
 
 from .errors import InvalidDocument, InvalidInput, NotFound
 from .ids import id_time_ms, new_id
+from .text import bad_char, unicode_text
 
 if TYPE_CHECKING:
     from .context import ContextPack
@@ -126,13 +126,6 @@ def created_of(ident: str) -> str:
 # -- validation ----------------------------------------------------------------
 
 
-def _bad_char(value: str) -> str | None:
-    for ch in value:
-        if unicodedata.category(ch) in {"Cc", "Cs"} or ch in "\u2028\u2029":
-            return ch
-    return None
-
-
 def validate_name(kind: str, value: object, *, required: bool) -> str:
     """A thread, user or channel id: no path separators, no control characters."""
     if value is None:
@@ -147,7 +140,7 @@ def validate_name(kind: str, value: object, *, required: bool) -> str:
         raise InvalidInput(f"{kind} id {value!r} has leading or trailing whitespace")
     if "/" in value or "\\" in value:
         raise InvalidInput(f"{kind} id {value!r} must not contain path separators (/ or \\)")
-    bad = _bad_char(value)
+    bad = bad_char(value)
     if bad is not None:
         raise InvalidInput(f"{kind} id {value!r} contains a control character ({bad!r})")
     if value in {".", ".."}:
@@ -171,7 +164,7 @@ def validate_keywords(values: object) -> tuple[str, ...]:
         word = value.strip()
         if not word:
             continue
-        bad = _bad_char(word)
+        bad = bad_char(word)
         if bad is not None:
             raise InvalidInput(f"keyword {word!r} contains a control character")
         if len(word) > MAX_NAME_CHARS:
@@ -196,6 +189,9 @@ def validate_parent_ids(values: object, own_id: str | None = None) -> tuple[str,
         if not isinstance(value, str):
             raise InvalidInput(f"parent id must be a string, got {value!r}")
         ident = value.strip()
+        bad = bad_char(ident)
+        if bad is not None:
+            raise InvalidInput(f"parent id {ident!r} contains a control character ({bad!r})")
         if own_id is not None and ident == own_id:
             raise InvalidInput(f"a turn cannot be its own parent: {ident}")
         if ident not in out:
@@ -210,9 +206,7 @@ def _check_text(kind: str, value: object) -> str:
         return ""
     if not isinstance(value, str):
         raise InvalidInput(f"{kind} must be a string, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidInput(f"{kind} contains a NUL character")
-    return value
+    return unicode_text(kind, value)
 
 
 # -- work logs -----------------------------------------------------------------
@@ -265,6 +259,7 @@ def worklog_from(value: object) -> tuple[bytes, list[dict[str, Any]]]:
             line = json.dumps(entry, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidInput(f"work log entry {number} is not JSON: {exc}") from None
+        unicode_text(f"work log entry {number}", line)  # JSON escapes NUL; not a surrogate
         lines.append(line + "\n")
         entries.append(json.loads(line))
     return "".join(lines).encode("utf-8"), entries

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import frontmatter, lazy
 from ..errors import InvalidDocument, InvalidInput, NotFound
 from ..ids import new_id
+from ..text import lone_surrogate
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -153,6 +154,8 @@ class EngineVerbs:
         self._harness(writing=True)
         prepared = []
         for name, content in items:
+            if isinstance(content, str) and lone_surrogate(content) is not None:
+                raise InvalidDocument(f"{name}: not valid Unicode text (a lone surrogate)")
             raw = content.encode("utf-8") if isinstance(content, str) else content
             if b"\x00" in raw[:8192]:
                 raise InvalidDocument(f"{name}: binary content cannot be ingested")

@@ -75,6 +75,11 @@ def install(app: FastAPI) -> None:
             response.headers.update(exc.headers)
         return response
 
+    async def not_unicode(request: Request, exc: Exception) -> JSONResponse:
+        # A lone surrogate ("\ud800") is valid JSON but no text; the verbs refuse it where
+        # they write, and this answers any other place it reaches.
+        return error_response(400, "invalid_input", "text is not valid Unicode (a lone surrogate)")
+
     async def crash(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, "internal_error", "internal server error")
@@ -82,4 +87,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(MemdirError, memdir_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(UnicodeEncodeError, not_unicode)
     app.add_exception_handler(Exception, crash)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..coverage import FileFacts
+from ..paths import inside
 from . import postings
 from .db import PENDING_INDEXES, connect, create_pending_indexes
 from .documents import DocRow, analyze
@@ -186,6 +187,7 @@ class Index:
         changed: list[tuple[str, int, int]] = []
         gone: list[str] = []
         wanted = list(dict.fromkeys(rels))
+        real_root = os.path.realpath(self.root)
         known: dict[str, tuple[int, int, str]] = {}
         for rel in wanted:
             row = self.conn.execute(
@@ -195,6 +197,8 @@ class Index:
                 known[rel] = (row[0], row[1], row[2])
             try:
                 st = os.stat(self.root / rel)
+                if not inside(real_root, os.fspath(self.root / rel)):
+                    raise FileNotFoundError(rel)  # a symlink out of the store: not indexed
             except FileNotFoundError:
                 if row:
                     gone.append(rel)

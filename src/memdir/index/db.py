@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import sqlite3
+import sys
+import time
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -12,9 +16,43 @@ from .schema import MIGRATIONS
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating when needed) the index in WAL mode and migrate it."""
+    """Open (creating when needed) the index in WAL mode and migrate it.
+
+    The index is derived from the files: one that SQLite cannot read (not a database, a
+    damaged image, someone else's schema) is moved aside as ``index.db.damaged-<time>``,
+    with a note on stderr, and a new one is made; the next sync fills it from the files.
+    """
+    try:
+        return _connect(path)
+    except sqlite3.DatabaseError as exc:
+        if not any(sign in str(exc) for sign in _DAMAGED):
+            raise  # "database is locked" and the like are not damage
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        sys.stderr.write(
+            f"memdir: the index {path} could not be read ({exc}); it was moved to "
+            f"{aside.name} and is rebuilt from the files\n"
+        )
+        return _connect(path)
+
+
+# What SQLite says of a file that is not a readable memdir index.
+_DAMAGED = ("not a database", "malformed", "already exists")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+    try:
+        return _prepare(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA busy_timeout = 60000")
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]

@@ -6,6 +6,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..paths import inside
+
 
 def scan(root: Path) -> Iterator[tuple[str, int, int]]:
     """Yield ``(relpath, mtime_ns, size)`` for every indexed markdown file (any order)."""
@@ -26,6 +28,7 @@ def changes(
     add = changed.append
     pop = stamps.pop
     seen = 0
+    real_root = os.path.realpath(root)
     stack = [("", os.fspath(root))]
     while stack:
         prefix, directory = stack.pop()
@@ -48,6 +51,9 @@ def changes(
                 except OSError:
                     continue
                 if not entry.is_file():
+                    continue
+                # A symlink that leads outside the store is not the store's (paths.inside).
+                if entry.is_symlink() and not inside(real_root, entry.path):
                     continue
                 seen += 1
                 rel = prefix + name
