@@ -164,6 +164,10 @@ def test_plan_apply_round_trip_and_refusal(eng: Memory) -> None:
     assert "missing section '## Key points'" in str(err.value)
     assert not list((eng.root / "wiki/kitchen").rglob("thin*.md"))  # nothing filed
     article = item["example_article"].replace("<RFC 3339 time>", "2026-01-01T00:00:00Z")
+    # Sources of the wrong shape are a refusal like any harness problem, not a crash.
+    odd = article.replace("sources:", "sources: 5\nold_sources:", 1)
+    with pytest.raises(InvalidInput, match="sources"):
+        eng.consolidate(apply={"articles": [{**bad["articles"][0], "article": odd}]})
     article = article.replace("Sourdough starter care", "Starter care by an agent", 2)
     good = {
         "articles": [

@@ -102,9 +102,10 @@ class Walker:
     def read_article(self, rel: str, title: str, tier: int, score: float) -> None:
         text = self._read(rel, body=True)
         parsed = frontmatter.parse(text)
+        listed = parsed.fm.get("sources")
         sources = {
             s.get("id"): s.get("resource")
-            for s in parsed.fm.get("sources") or []
+            for s in (listed if isinstance(listed, list) else [])
             if isinstance(s, dict)
         }
         defs = {m.group(1): m.group(2) for m in FOOTNOTE_DEF.finditer(parsed.body)}

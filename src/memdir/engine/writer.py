@@ -223,7 +223,9 @@ def check(request: WriteRequest, text: str) -> list[str]:
         return problems
     if parsed.fm.get("bundle") not in (None, request.bundle):
         problems.append(f"bundle must be '{request.bundle}'")
-    ids = [s.get("id") for s in parsed.fm.get("sources") or [] if isinstance(s, Mapping)]
+    sources = parsed.fm.get("sources")
+    listed = sources if isinstance(sources, list) else []  # any other shape: a harness problem
+    ids = [s.get("id") for s in listed if isinstance(s, Mapping)]
     if request.source.id not in ids:
         problems.append(f"sources must include id '{request.source.id}'")
     return problems
