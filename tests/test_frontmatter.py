@@ -129,6 +129,8 @@ def test_dots_do_not_close() -> None:
         ("---\na: !!python/object:os.system x\n---\n", "invalid YAML"),
         ("---\n? [a, b]\n: 1\n---\n", "invalid YAML"),
         ("---\na: b: c\n---\n", "line 2"),
+        ("---\na: &a [*a]\n---\n", "YAML aliases are not supported in frontmatter"),
+        ("---\na: &x 1\nb: [*x]\n---\n", "*x at line 3, column 5"),
     ],
 )
 def test_invalid_yaml_is_empty_and_strict_raises(text: str, needle: str) -> None:
@@ -182,6 +184,17 @@ def test_render_lists_of_dicts_in_block_style() -> None:
     assert "derived-from:\n  - type: run\n    id: r1\n" in doc
     assert "merged-from:\n  - type: episode\n    id: e1\n  - type: run\n    path: a/b.md\n" in doc
     assert frontmatter.parse(doc).fm == fm
+
+
+def test_render_and_edit_write_a_shared_value_in_full() -> None:
+    shared = ["a", {"k": "v"}]
+    fm = {"one": shared, "two": shared}
+    doc = frontmatter.render(fm, "body\n")
+    assert "&" not in doc and "*" not in doc
+    assert frontmatter.parse(doc).fm == fm
+    out = frontmatter.edit("---\ntitle: x\n---\nbody\n", lambda d: d.update(fm))
+    assert "&" not in out and "*" not in out
+    assert frontmatter.parse(out).fm == {"title": "x", **fm}
 
 
 def test_render_empty_fm() -> None:

@@ -6,10 +6,16 @@ dates and timestamps stay strings; ``y``, ``yes``, ``on`` (and ``n``, ``no``, ``
 booleans; ``42``, ``0x1f``, ``1_000`` are ints; ``1.5`` and ``1e3`` are floats. Sexagesimal
 numbers (``1:30``) are strings. Invalid YAML reads as an empty mapping with ``error`` set.
 
+Aliases (``*name``) are invalid here, wherever they appear: a block that uses one reads as an
+empty mapping with ``error`` set, like any other invalid YAML, so that no reader ever gets a
+cyclic value (``a: &a [*a]``) or one that expands to far more than the text (nested lists of
+aliases). An anchor (``&name``) that nothing refers to is harmless and reads as its value.
+
 Writing comes in two forms: :func:`render` builds a new document from a mapping (PyYAML), and
 :func:`edit` changes an existing one in place (ruamel.yaml round-trip), keeping key order,
 comments, quoting and the body byte for byte. Both quote a string whenever the plain form would
-read back as another type (``"42"``, ``"yes"``, ``"2026-01-01"``, ``"null"``, ``""``).
+read back as another type (``"42"``, ``"yes"``, ``"2026-01-01"``, ``"null"``, ``""``), and both
+write a value used twice in the mapping out in full each time, never as an anchor and alias.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from yaml.nodes import ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from memdir.errors import InvalidDocument
 
@@ -151,8 +157,46 @@ except AttributeError:  # pragma: no cover - PyYAML without libyaml
     _BaseLoader = yaml.SafeLoader
 
 
+class _AliasUsed(yaml.YAMLError):
+    """Raised by :class:`_Loader` when the document uses an alias."""
+
+
+def _uses_alias(root: Node) -> bool:
+    """True when a node is reached twice, which only an alias does.
+
+    The composer makes a new node for every piece of the text and hands back the anchored node
+    itself for an alias, so a repeat means an alias. The walk stops at the first repeat: it
+    visits each node once and never follows a cycle.
+    """
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            return True
+        seen.add(id(node))
+        if isinstance(node, SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, MappingNode):
+            for key, value in node.value:
+                stack.append(key)
+                stack.append(value)
+    return False
+
+
 class _Loader(_BaseLoader):  # type: ignore[misc]
-    """PyYAML safe loader with KiwiFS's scalar typing (no timestamps, no sexagesimal)."""
+    """PyYAML safe loader with KiwiFS's scalar typing (no timestamps, no sexagesimal).
+
+    A document that uses an alias raises :class:`_AliasUsed` before any value is built.
+    """
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        if _uses_alias(node):
+            raise _AliasUsed("YAML aliases are not supported in frontmatter")
+        return self.construct_document(node)
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
         if kind is ScalarNode and implicit[0]:
@@ -218,9 +262,10 @@ def _mark_text(err: yaml.YAMLError) -> str:
 # --------------------------------------------------------------------------------------------
 # Fast path: flat ``key: scalar`` blocks and block sequences of scalars or flat mappings (the
 # shapes of ``merged-from`` and ``derived-from``) are read without PyYAML. Anything else (flow
-# collections, nesting, block scalars, anchors, tags, escapes, comments after values, tabs, CR,
-# odd characters) returns None and goes through PyYAML. Typing is the same function either way;
-# tests/test_frontmatter_fast.py checks the two paths agree on generated blocks.
+# collections, nesting, block scalars, anchors, aliases, tags, escapes, comments after values,
+# tabs, CR, odd characters) returns None and goes through PyYAML, which also refuses aliases.
+# Typing is the same function either way; tests/test_frontmatter_fast.py checks the two paths
+# agree on generated blocks.
 
 _FAST_KEY_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,127}):(?: +(.*))?\Z")
 _FAST_DQ_RE = re.compile(r'"([^"\\]*)"\Z')
@@ -383,10 +428,26 @@ def _load(raw: str) -> tuple[dict[str, Any], str | None]:
     return _load_yaml(raw)
 
 
+def _alias_text(raw: str) -> str:
+    """The error for a block that uses an alias, naming the first one and where it is."""
+    message = "invalid YAML frontmatter: YAML aliases are not supported in frontmatter"
+    for event in yaml.parse(raw, Loader=_BaseLoader):
+        if isinstance(event, yaml.AliasEvent):
+            mark = event.start_mark
+            if mark is None:  # pragma: no cover - both PyYAML parsers mark every event
+                return f"{message} (*{event.anchor})"
+            # +2: one for 1-based lines, one for the opening "---" line.
+            where = f"line {mark.line + 2}, column {mark.column + 1}"
+            return f"{message} (*{event.anchor} at {where})"
+    return message  # pragma: no cover - the loader saw an alias, so the events hold one
+
+
 def _load_yaml(raw: str) -> tuple[dict[str, Any], str | None]:
     """The PyYAML path (any YAML); also the reference the fast path is tested against."""
     try:
         data = yaml.load(raw, Loader=_Loader)
+    except _AliasUsed:
+        return {}, _alias_text(raw)
     except yaml.YAMLError as err:
         return {}, f"invalid YAML frontmatter: {_mark_text(err)}"
     except (TypeError, ValueError, OverflowError) as err:  # unhashable keys, odd tags
@@ -423,7 +484,14 @@ def load_strict(text: str) -> dict[str, Any]:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Safe dumper that quotes every string whose plain form would change type on re-read."""
+    """Safe dumper that quotes every string whose plain form would change type on re-read.
+
+    A list or mapping used twice is written out twice: an alias would make the document
+    unreadable here.
+    """
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
         tag: str
@@ -500,7 +568,8 @@ def _rt_classes() -> tuple[type, type, type]:
     Constructor.add_constructor("tag:yaml.org,2002:timestamp", construct_plain_timestamp)
 
     class Representer(RoundTripRepresenter):
-        pass
+        def ignore_aliases(self, data: Any) -> bool:
+            return True  # a value used twice is written twice: aliases do not read back
 
     def represent_plain(self: Any, data: Plain) -> Any:
         tag = self.dumper.resolver.resolve(RtScalarNode, str(data), (True, False))
@@ -571,7 +640,7 @@ def edit(text: str, mutate: Callable[[MutableMapping[str, Any]], None]) -> str:
     place. Key order, comments, quoting and the body are kept; new string values are quoted
     when they would otherwise change type. A change that leaves the frontmatter as it was
     returns ``text`` unchanged. Raises InvalidDocument when the existing frontmatter is not a
-    YAML mapping.
+    YAML mapping or uses an alias (checked by :func:`parse`'s reader before ruamel.yaml reads it).
     """
     from ruamel.yaml.comments import CommentedMap
     from ruamel.yaml.error import YAMLError as RuamelError

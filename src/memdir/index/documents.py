@@ -95,6 +95,13 @@ def analyze(rel: str, raw: bytes, mtime_ns: int, size: int) -> DocRow:
         utf8_ok = False
     parsed = frontmatter.parse(text)
     fm = parsed.fm
+    fm_error = parsed.error
+    try:
+        fm_json = json.dumps(fm, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, OverflowError) as err:
+        # The reader refuses aliases, so this is a guard: a frontmatter the index cannot store
+        # is indexed as invalid (empty), like invalid YAML, rather than failing the whole walk.
+        fm, fm_json, fm_error = {}, "{}", f"frontmatter cannot be stored: {err}"
     body = parsed.body
     facts = coverage.facts_for(rel, fm, mtime_ns / 1e9)
     status = (fm.get("memory_status") or "") if isinstance(fm.get("memory_status"), str) else ""
@@ -131,9 +138,9 @@ def analyze(rel: str, raw: bytes, mtime_ns: int, size: int) -> DocRow:
         hash=hashlib.sha256(raw).hexdigest(),
         mtime_ns=mtime_ns,
         size=size,
-        fm=json.dumps(fm, ensure_ascii=False, default=str),
-        fm_ok=parsed.error is None,
-        fm_error=parsed.error,
+        fm=fm_json,
+        fm_ok=fm_error is None,
+        fm_error=fm_error,
         utf8_ok=utf8_ok,
         title=links.title_of(fm, body, rel),
         memory_kind=_str(fm.get("memory_kind")),
