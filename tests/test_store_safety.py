@@ -171,3 +171,12 @@ def test_init_where_no_folder_can_be_made(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(InvalidInput):
         Store.init(tmp_path / "a-file" / "store", git=False)
+
+
+def test_a_turn_record_with_a_yaml_alias_is_refused_not_expanded(plain: Memory) -> None:
+    record = plain.record_turn(thread="t", input="hello", output="hi")
+    target = plain.root / record.path
+    text = target.read_text()
+    target.write_text(text.replace("compactor:", "loop: &a [*a]\ncompactor:", 1))
+    with pytest.raises(InvalidDocument, match="alias"):
+        plain.turn_show(record.id)

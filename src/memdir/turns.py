@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import yaml
-
+from . import frontmatter
 from .errors import InvalidDocument, InvalidInput, NotFound
 from .ids import id_time_ms, new_id
 from .text import bad_char, unicode_text
@@ -358,10 +357,11 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     end = text.find("\n---\n", 3)
     if end < 0:
         raise InvalidDocument("turn record frontmatter is not closed")
+    # The store's own reader: the same YAML rules (aliases refused) as every document.
     try:
-        fm = yaml.load(text[4:end], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as exc:
-        raise InvalidDocument(f"turn record frontmatter: {exc}") from None
+        fm = frontmatter.load_strict(text[: end + 5])
+    except InvalidDocument as exc:
+        raise InvalidDocument(f"turn record frontmatter: {exc.message}") from None
     if not isinstance(fm, dict):
         raise InvalidDocument("turn record frontmatter is not a mapping")
     return fm, text[end + 5 :]
