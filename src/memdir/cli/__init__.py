@@ -3,7 +3,8 @@
 Commands are imported only when run, so ``memdir --help`` stays fast. Each
 entry of :data:`COMMANDS` is ``name: ("module:attribute", "one-line help")``.
 MemdirError is translated here, once: ``error: <message>`` on stderr and the
-error's exit code.
+error's exit code. A usage error (a bad flag or value) is shown the same way, on one
+line, with exit code 2.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from typing import Any
 import click
 
 from ..errors import MemdirError
+
+# click >= 8.2 shows the help of a group called without a command as an error; that stays.
+_HELP_ERRORS: tuple[type[Exception], ...] = tuple(
+    cls for cls in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if cls is not None
+)
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("memdir.cli.store:init_cmd", "Create a store (layout, config, harness, git)."),
@@ -63,12 +69,33 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            _usage_error(ctx, exc)
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except MemdirError as exc:
             click.echo(f"error: {exc.message}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            _usage_error(ctx, exc)
+            raise
+
+
+def _usage_error(ctx: click.Context, exc: click.UsageError) -> None:
+    """Print a usage error as one line ``error: ...`` and exit 2 (the help of a bare group
+    is left to click)."""
+    if isinstance(exc, _HELP_ERRORS):
+        return
+    message = " ".join(exc.format_message().split())
+    command = (exc.ctx or ctx).command_path
+    click.echo(f"error: {message} (see '{command} --help')", err=True)
+    ctx.exit(exc.exit_code)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,13 +1,18 @@
-"""Shared helpers of the CLI modules: opening the store, printing JSON."""
+"""Shared helpers of the CLI modules: opening the store, reading input, printing JSON."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from ..errors import InvalidInput, TooLarge
 
 if TYPE_CHECKING:
     from ..service import Memory
@@ -34,6 +39,34 @@ def memory(ctx: click.Context, root: str | None = None, *, sync: bool = True) ->
         yield mem
     finally:
         mem.close()
+
+
+def read_input(mem: Memory, source: str | None, *, label: str | None = None) -> bytes:
+    """The content of the file ``source`` (None: stdin), within the store's file size limit.
+
+    Reads at most ``store.max_file_bytes`` + 1 bytes, so /dev/zero or an endless pipe cannot
+    fill memory; longer input is refused as the store refuses an oversized write. A file that
+    cannot be read (missing, a folder, no permission) is bad input. ``label`` names the source
+    in the error (default: the path, or "stdin").
+    """
+    name = label or ("stdin" if source is None else source)
+    limit = mem.settings.store.max_file_bytes
+    try:
+        if source is None:
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(source, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                    raise TooLarge(
+                        f"{name}: {info.st_size} bytes is over the limit of {limit} bytes"
+                    )
+                data = handle.read(limit + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise TooLarge(f"{name}: more than {limit} bytes is over the limit of {limit} bytes")
+    return data
 
 
 def echo_json(value: Any) -> None:

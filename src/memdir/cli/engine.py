@@ -4,13 +4,12 @@ harness."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .context import echo_json, memory, root_flag
+from .context import echo_json, memory, read_input, root_flag
 
 as_json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
@@ -77,11 +76,13 @@ def ingest_cmd(
 
     Example: memdir ingest notes/*.md --provenance run:42
     """
-    items: list[tuple[str, bytes]] = []
-    for name in files:
-        data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-        items.append((Path(name).name if name != "-" else "-", data))
     with memory(ctx, root) as mem:
+        items: list[tuple[str, bytes]] = []
+        for name in files:
+            if name == "-":
+                items.append(("-", read_input(mem, None)))
+            else:
+                items.append((Path(name).name, read_input(mem, name)))
         for row in mem.ingest(items, actor=actor, provenance=provenance):
             click.echo(f"{row['path']}\t{row['episode_id']}")
 
@@ -91,7 +92,7 @@ def ingest_cmd(
 @click.option(
     "--apply", "apply_file", type=click.Path(dir_okay=False), help="File returned articles."
 )
-@click.option("--limit", type=int, help="Consolidate at most N sources.")
+@click.option("--limit", type=click.IntRange(min=1), help="Consolidate at most N sources.")
 @as_json_flag
 @root_flag
 @click.pass_context

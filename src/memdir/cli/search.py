@@ -85,7 +85,13 @@ def search_cmd(
 @click.argument("pattern")
 @click.option("--path-prefix", help="Only paths starting with this prefix.")
 @click.option("-i", "--ignore-case", is_flag=True, help="Case-insensitive match.")
-@click.option("--limit", type=int, default=200, show_default=True, help="Stop after N lines.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="Stop after N lines.",
+)
 @click.option("--include-superseded", is_flag=True, help="Also search superseded documents.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @root_flag

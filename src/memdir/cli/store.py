@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import InvalidInput
-from .context import echo_json, memory, root_flag
+from .context import echo_json, memory, read_input, root_flag
 
 
 @click.command("init")
@@ -60,18 +60,15 @@ def write_cmd(
     """
     if file_ is not None and text is not None:
         raise InvalidInput("give either --file or --text, not both")
-    if file_ is not None:
-        try:
-            content: str | bytes = Path(file_).read_bytes()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read --file {file_}: {exc.strerror}") from None
-    elif text is not None:
-        content = text
-    else:
-        if sys.stdin.isatty():
-            raise InvalidInput("no content: give --file F, --text T or pipe it on stdin")
-        content = sys.stdin.buffer.read()
+    if file_ is None and text is None and sys.stdin.isatty():
+        raise InvalidInput("no content: give --file F, --text T or pipe it on stdin")
     with memory(ctx, root) as mem:
+        if text is not None:
+            content: str | bytes = text
+        elif file_ is not None:
+            content = read_input(mem, file_, label=f"--file {file_}")
+        else:
+            content = read_input(mem, None)
         result = mem.write(path, content, provenance=provenance, actor=actor, message=message)
     if as_json:
         echo_json(

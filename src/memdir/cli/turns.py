@@ -4,26 +4,24 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..errors import InvalidInput
-from .context import echo_json, memory, root_flag
+from .context import echo_json, memory, read_input, root_flag
 
-_JSON_KEYS = {
-    "input",
-    "output",
-    "worklog",
-    "thread",
-    "user",
-    "channel",
-    "parents",
-    "keywords",
-    "provenance",
-    "actor",
-}
+if TYPE_CHECKING:
+    from ..service import Memory
+
+# The keys of the JSON object on stdin, by the type each holds (null: not given).
+_TEXT_KEYS = ("thread", "input", "output", "user", "channel", "provenance", "actor")
+_LIST_KEYS = ("parents", "keywords")  # a list of strings, or one comma-separated string
+_JSON_KEYS = {*_TEXT_KEYS, *_LIST_KEYS, "worklog"}
+# Flags that bound a walk, with the HTTP API's limits (http/turn_routes.py).
+_DEPTH = click.IntRange(1, 1000)
+_LIMIT = click.IntRange(1, 100_000)
+_LAST = click.IntRange(1, 10_000)
 
 
 @click.group("turn")
@@ -34,10 +32,10 @@ def turn_group() -> None:
     """
 
 
-def _read_stdin_object() -> dict[str, Any]:
+def _read_stdin_object(mem: Memory) -> dict[str, Any]:
     if sys.stdin.isatty():
         raise InvalidInput("nothing to record: give --input/--output, or pipe one JSON object")
-    raw = sys.stdin.buffer.read()
+    raw = read_input(mem, None)
     if not raw.strip():
         raise InvalidInput("nothing to record: give --input/--output, or one JSON object on stdin")
     try:
@@ -52,13 +50,38 @@ def _read_stdin_object() -> dict[str, Any]:
             f"unknown key(s) in the JSON object: {', '.join(unknown)} "
             f"(known: {', '.join(sorted(_JSON_KEYS))})"
         )
+    _check_types(value)
     return value
 
 
-def _file_text(path: str) -> str:
+def _check_types(value: dict[str, Any]) -> None:
+    """Each key of the JSON object holds its type (or null), before anything reads it."""
+    for key in _TEXT_KEYS:
+        item = value.get(key)
+        if item is not None and not isinstance(item, str):
+            raise InvalidInput(f"{key} must be a string, got {type(item).__name__}")
+    for key in _LIST_KEYS:
+        item = value.get(key)
+        if item is None or isinstance(item, str):
+            continue
+        if not isinstance(item, list):
+            raise InvalidInput(f"{key} must be a list of strings, got {type(item).__name__}")
+        for entry in item:
+            if not isinstance(entry, str):
+                raise InvalidInput(
+                    f"{key} must be a list of strings, got an item of type {type(entry).__name__}"
+                )
+    log = value.get("worklog")
+    if log is not None and not isinstance(log, str | list):
+        raise InvalidInput(
+            f"worklog must be a list of JSON objects or JSON Lines text, got {type(log).__name__}"
+        )
+
+
+def _file_text(mem: Memory, path: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_input(mem, path).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InvalidInput(f"cannot read {path}: {exc}") from None
 
 
@@ -118,38 +141,35 @@ def record_cmd(
     Example: memdir turn record --thread t1 --input "deploy?" --output "done"
     --worklog run.jsonl --parent 01jf... --keyword deploy
     """
-    data: dict[str, Any] = {}
-    if input_ is None and output is None and input_file is None and output_file is None:
-        data = _read_stdin_object()
-    if input_file is not None:
-        input_ = _file_text(input_file)
-    if output_file is not None:
-        output = _file_text(output_file)
-    log: Any = data.get("worklog")
-    if worklog is not None:
-        try:
-            log = Path(worklog).read_bytes()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read the work log {worklog}: {exc}") from None
-    flags = {
-        "thread": thread,
-        "user": user,
-        "channel": channel,
-        "input": input_,
-        "output": output,
-        "provenance": provenance,
-        "actor": actor,
-    }
-    for key, value in flags.items():
-        if value is not None:
-            data[key] = value
-    if parents:
-        data["parents"] = _split(parents)
-    if keywords:
-        data["keywords"] = _split(keywords)
-    if data.get("thread") is None:
-        raise InvalidInput('a turn needs a thread (--thread or "thread" in the JSON)')
     with memory(ctx, root) as mem:
+        data: dict[str, Any] = {}
+        if input_ is None and output is None and input_file is None and output_file is None:
+            data = _read_stdin_object(mem)
+        if input_file is not None:
+            input_ = _file_text(mem, input_file)
+        if output_file is not None:
+            output = _file_text(mem, output_file)
+        log: Any = data.get("worklog")
+        if worklog is not None:
+            log = read_input(mem, worklog, label=f"the work log {worklog}")
+        flags = {
+            "thread": thread,
+            "user": user,
+            "channel": channel,
+            "input": input_,
+            "output": output,
+            "provenance": provenance,
+            "actor": actor,
+        }
+        for key, value in flags.items():
+            if value is not None:
+                data[key] = value
+        if parents:
+            data["parents"] = _split(parents)
+        if keywords:
+            data["keywords"] = _split(keywords)
+        if data.get("thread") is None:
+            raise InvalidInput('a turn needs a thread (--thread or "thread" in the JSON)')
         record = mem.record_turn(
             thread=data["thread"],
             input=data.get("input") or "",
@@ -205,8 +225,8 @@ def _print_nodes(nodes: list[Any], as_json: bool) -> None:
 
 @turn_group.command("ancestors")
 @click.argument("turn_id")
-@click.option("--depth", type=int, default=10, show_default=True, help="How many parent steps.")
-@click.option("--limit", type=int, default=1000, show_default=True, help="At most N turns.")
+@click.option("--depth", type=_DEPTH, default=10, show_default=True, help="How many parent steps.")
+@click.option("--limit", type=_LIMIT, default=1000, show_default=True, help="At most N turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @root_flag
 @click.pass_context
@@ -224,8 +244,8 @@ def ancestors_cmd(
 
 @turn_group.command("descendants")
 @click.argument("turn_id")
-@click.option("--depth", type=int, default=10, show_default=True, help="How many child steps.")
-@click.option("--limit", type=int, default=1000, show_default=True, help="At most N turns.")
+@click.option("--depth", type=_DEPTH, default=10, show_default=True, help="How many child steps.")
+@click.option("--limit", type=_LIMIT, default=1000, show_default=True, help="At most N turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @root_flag
 @click.pass_context
@@ -243,7 +263,7 @@ def descendants_cmd(
 
 @turn_group.command("thread")
 @click.argument("thread")
-@click.option("--last", type=int, default=20, show_default=True, help="How many turns.")
+@click.option("--last", type=_LAST, default=20, show_default=True, help="How many turns.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @root_flag
 @click.pass_context
