@@ -180,3 +180,16 @@ def test_a_turn_record_with_a_yaml_alias_is_refused_not_expanded(plain: Memory) 
     target.write_text(text.replace("compactor:", "loop: &a [*a]\ncompactor:", 1))
     with pytest.raises(InvalidDocument, match="alias"):
         plain.turn_show(record.id)
+
+
+def test_walk_sizes_are_checked_by_the_verbs_themselves(plain: Memory) -> None:
+    record = plain.record_turn(thread="t", input="hello", output="hi")
+    for call in (
+        lambda: plain.ancestors(record.id, depth=99999999999999999999),
+        lambda: plain.descendants(record.id, limit=0),
+        lambda: plain.thread("t", last=10**20),
+        lambda: plain.consolidate(limit=-1),
+    ):
+        with pytest.raises(InvalidInput):
+            call()
+    assert [n.id for n in plain.thread("t", last=1)] == [record.id]

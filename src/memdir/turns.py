@@ -125,6 +125,17 @@ def created_of(ident: str) -> str:
 # -- validation ----------------------------------------------------------------
 
 
+# The ranges of a DAG walk and of a thread listing (the CLI and HTTP API use the same).
+MAX_WALK_DEPTH = 1000
+MAX_WALK_LIMIT = 100_000
+MAX_THREAD_LAST = 10_000
+
+
+def _in_range(name: str, value: object, top: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+        raise InvalidInput(f"{name} must be a whole number from 1 to {top}, got {value!r}")
+
+
 def validate_name(kind: str, value: object, *, required: bool) -> str:
     """A thread, user or channel id: no path separators, no control characters."""
     if value is None:
@@ -719,19 +730,22 @@ class TurnVerbs:
 
     def ancestors(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
         """Turns this turn descends from, nearest first (breadth-first over ``parents``)."""
+        _in_range("depth", depth, MAX_WALK_DEPTH)
+        _in_range("limit", limit, MAX_WALK_LIMIT)
         self.sync()
         return self._walk(turn_id, depth, limit, up=True)
 
     def descendants(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
         """Turns that name this turn as a parent, directly or through others, nearest first."""
+        _in_range("depth", depth, MAX_WALK_DEPTH)
+        _in_range("limit", limit, MAX_WALK_LIMIT)
         self.sync()
         return self._walk(turn_id, depth, limit, up=False)
 
     def thread(self, thread: str, last: int = 20) -> list[DagNode]:
         """The latest ``last`` turns of a thread, newest first."""
         thread = validate_name("thread", thread, required=True)
-        if last < 1:
-            raise InvalidInput("last must be >= 1")
+        _in_range("last", last, MAX_THREAD_LAST)
         self.sync()
         rows = self.index.conn.execute(
             "SELECT episode_id, path, thread, user, created FROM docs "

@@ -191,7 +191,9 @@ def run(
     taken: set[str] = set()
     fallback = ExtractiveWriter()
     sources = unseen_sources(root)
-    for src in sources[: limit if limit else None]:
+    if limit is not None and limit < 1:
+        raise InvalidInput(f"limit must be at least 1, got {limit}")
+    for src in sources[:limit]:
         route = _route(program, src)
         if route.quarantined:
             rel = quarantine(batch, src, route.reason, route.scores)
