@@ -6,31 +6,93 @@ actor. With ``store.git_batch_seconds`` > 0 a background thread flushes after
 that quiet period, so bursts share commits; otherwise each write flushes at
 once. Nothing queued is dropped: ``flush`` runs at close and at exit, and a
 path staged by one process and committed by another is still committed.
+
+What a write says cannot break a commit. Its message and its actor's name are
+cleaned before they reach git (:func:`clean_message`, :func:`clean_name`), and
+paths the repository's ``.gitignore`` excludes are left out of the commit
+rather than failing it. When git still refuses a batch (a hook that rejects
+it, say), the same files are committed at once under a generic message by
+``memdir`` (the files are on disk and end up in git), and the refusal is
+logged as a warning on the ``memdir.git`` logger with the batch's actor and
+messages. Only when that commit fails too (the repository refuses any commit:
+a held ``index.lock``, a full disk) does the batch stay queued: its paths are
+unstaged, it keeps its own actor and messages, is kept apart from later
+writes (which get batches and commits of their own), is retried first by
+every later flush, and that flush raises :class:`~memdir.errors.GitError`
+after committing the other batches. A background flush, and the flush before
+:meth:`GitLog.commit_now`, log such an error on the same logger instead.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import re
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import GitError
 from .locks import FileLock
 
 MAX_DELAY_FACTOR = 10
+MAX_MESSAGE_CHARS = 4096  # one write's message
+MAX_COMMIT_MESSAGE_CHARS = 16384  # a whole commit message (a batch lists its writes' messages)
+MAX_NAME_CHARS = 200
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_MESSAGE_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but newline
+_NAME_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f<>]")
+_SPACES = re.compile(r"\s+")
+_CRUD = frozenset(" .,:;<>\"\\'")  # what git strips from the ends of a name (ident.c)
+
+log = logging.getLogger("memdir.git")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def clean_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A commit message git accepts, from any string.
+
+    The rule: lone surrogates (not encodable as UTF-8) become U+FFFD; line ends become
+    newlines; every other control character (C0, DEL, C1: NUL, tab, escape ...) becomes a
+    space; the result is stripped and cut to ``limit`` characters (ending in "…"). It may
+    be empty: the caller supplies a default, as git refuses an empty message.
+    """
+    text = _SURROGATES.sub("\ufffd", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _MESSAGE_CONTROLS.sub(" ", text).strip()
+    return _cut(text, limit)
+
+
+def clean_name(text: str) -> str:
+    """An author name git accepts, from any actor string.
+
+    The rule: lone surrogates become U+FFFD; control characters (newline included) and
+    ``<``/``>`` become spaces; runs of white space become one space; the result is stripped
+    and cut to ``MAX_NAME_CHARS``. A name with nothing left but what git strips from a name
+    (spaces and ``.,:;"'\\``) is ``anonymous``.
+    """
+    text = _SURROGATES.sub("\ufffd", text)
+    text = _SPACES.sub(" ", _NAME_CONTROLS.sub(" ", text)).strip()
+    text = _cut(text, MAX_NAME_CHARS)
+    if all(ch in _CRUD for ch in text):
+        return "anonymous"
+    return text
 
 
 def _identity_env(actor: str) -> dict[str, str]:
     env = dict(os.environ)
-    email_local = _SAFE_NAME.sub("-", actor).strip("-") or "anonymous"
+    name = clean_name(actor)
+    email_local = _SAFE_NAME.sub("-", name).strip("-.")[:64] or "anonymous"
     env.update(
         LC_ALL="C",
-        GIT_AUTHOR_NAME=actor or "anonymous",
+        GIT_AUTHOR_NAME=name,
         GIT_AUTHOR_EMAIL=f"{email_local}@memdir.local",
         GIT_COMMITTER_NAME="memdir",
         GIT_COMMITTER_EMAIL="memdir@memdir.local",
@@ -44,6 +106,7 @@ def _identity_env(actor: str) -> dict[str, str]:
 # diffs and later repacks see the repository's own settings. Paths are literal: a file named
 # ``*.md`` is that file, not a pattern.
 _ADD = ("--literal-pathspecs", "-c", "core.bigFileThreshold=1", "add")
+_FROM_STDIN = ("--pathspec-from-file=-", "--pathspec-file-nul")
 
 
 def run_git(
@@ -51,23 +114,51 @@ def run_git(
     *args: str,
     actor: str = "memdir",
     check: bool = True,
-    stdin: str | None = None,
+    stdin: str | bytes | None = None,
 ) -> str:
+    """Run git in ``root`` as ``actor``; its output, decoded (bytes that are not UTF-8 as U+FFFD).
+
+    A ``str`` stdin is encoded as UTF-8 (file names from the file system keep their bytes).
+    """
+    data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
     try:
         proc = subprocess.run(
             ["git", "-C", str(root), *args],
-            input=stdin,
+            input=data,
             capture_output=True,
-            text=True,
             env=_identity_env(actor),
             check=False,
         )
     except FileNotFoundError:
         raise GitError("git is not installed; set store.git_commit = false") from None
+    out = proc.stdout.decode("utf-8", "replace")
     if check and proc.returncode != 0:
         verb = next((a for a in args if not a.startswith("-") and "=" not in a), "")
-        raise GitError(f"git {verb} failed: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise GitError(f"git {verb} failed: {err or out.strip()}")
+    return out
+
+
+def _nul_list(paths: list[str]) -> bytes:
+    return b"".join(name + b"\0" for p in paths if (name := _on_disk(p)) is not None)
+
+
+def _on_disk(path: str) -> bytes | None:
+    """The file-system name of ``path``; None for a string no file can be named."""
+    try:
+        name = os.fsencode(path)
+    except UnicodeEncodeError:
+        return None
+    return None if b"\0" in name else name
+
+
+@dataclass
+class _Batch:
+    """Paths written by one actor, with the messages of the writes."""
+
+    actor: str
+    paths: set[str] = field(default_factory=set)
+    messages: list[str] = field(default_factory=list)
 
 
 class GitLog:
@@ -77,7 +168,8 @@ class GitLog:
         self.root = root
         self.batch_seconds = batch_seconds
         self._lock = FileLock(root / ".memdir" / "git.lock", timeout=lock_timeout)
-        self._pending: dict[str, tuple[set[str], list[str]]] = {}
+        self._pending: dict[str, _Batch] = {}  # open batches, one per actor
+        self._failed: list[_Batch] = []  # batches git refused, oldest first; never merged
         self._mutex = threading.Lock()
         self._flushing = threading.Lock()  # one flush at a time; close waits for a running one
         self._waiter: threading.Thread | None = None
@@ -93,10 +185,10 @@ class GitLog:
         if not self.enabled:
             return
         with self._mutex:
-            entry = self._pending.setdefault(actor, (set(), []))
-            entry[0].update(paths)
-            if message not in entry[1]:
-                entry[1].append(message)
+            entry = self._pending.setdefault(actor, _Batch(actor))
+            entry.paths.update(paths)
+            if message not in entry.messages:
+                entry.messages.append(message)
             if not self._registered:
                 atexit.register(self.flush)
                 self._registered = True
@@ -122,65 +214,126 @@ class GitLog:
                     self._waiter = None
                     break
             time.sleep(left)
-        self.flush()
+        try:
+            self.flush()
+        except Exception as exc:
+            log.error("background git commit failed; the next flush retries it: %s", exc)
 
     def flush(self) -> None:
-        """Commit everything queued (one commit per actor).
+        """Commit everything queued (one commit per batch).
 
         Returns only when every write queued before the call is committed, even when a
-        background flush had already taken it. A failed commit puts its paths back in
-        the queue (a later flush retries them) and raises.
+        background flush had already taken it. A batch git refuses is committed under a
+        generic message; one that cannot be committed at all stays queued (a later flush
+        retries it) and the flush raises GitError once the other batches are committed.
         """
         with self._flushing:
             with self._mutex:
-                pending, self._pending = self._pending, {}
-            if not pending:
+                batches = [*self._failed, *self._pending.values()]
+                self._failed, self._pending = [], {}
+            if not batches:
                 return
-            done: list[str] = []
+            errors: list[GitError] = []
+            committed: set[int] = set()
             try:
                 with self._lock.hold():
-                    for actor, (paths, messages) in pending.items():
-                        self._commit(sorted(paths), actor, messages)
-                        done.append(actor)
-            except BaseException:
-                with self._mutex:
-                    for actor, (paths, messages) in pending.items():
-                        if actor not in done:
-                            entry = self._pending.setdefault(actor, (set(), []))
-                            entry[0].update(paths)
-                            entry[1][:0] = [m for m in messages if m not in entry[1]]
-                raise
+                    for n, batch in enumerate(batches):
+                        try:
+                            self._commit_batch(sorted(batch.paths), batch.actor, batch.messages)
+                        except GitError as exc:
+                            errors.append(exc)
+                        else:
+                            committed.add(n)
+            finally:
+                left = [batch for n, batch in enumerate(batches) if n not in committed]
+                if left:
+                    with self._mutex:
+                        self._failed[:0] = left
+            if errors:
+                raise errors[0]
 
     def close(self) -> None:
         self.flush()
         self._lock.close()
 
     def commit_now(self, paths: list[str], actor: str, message: str) -> None:
-        """Commit these paths at once, in one commit, after anything already queued."""
+        """Commit these paths at once, in one commit, after anything already queued.
+
+        An earlier batch that cannot be committed is logged (it stays queued) and does not
+        stop this commit. If these paths cannot be committed at all they are queued (a
+        later flush retries them) and GitError is raised.
+        """
         if not self.enabled or not paths:
             return
-        self.flush()
-        with self._lock.hold():
-            self._commit(sorted(set(paths)), actor, [message])
+        try:
+            self.flush()
+        except GitError as exc:
+            log.error("an earlier git commit failed; the next flush retries it: %s", exc)
+        batch = _Batch(actor, set(paths), [message])
+        try:
+            with self._lock.hold():
+                self._commit_batch(sorted(batch.paths), actor, batch.messages)
+        except BaseException:
+            with self._mutex:
+                self._failed.append(batch)
+            raise
 
-    def _commit(self, paths: list[str], actor: str, messages: list[str]) -> None:
-        # One ``git add`` reads every path from stdin (no argument limit, one pack). A path
-        # that is gone from disk is removed from the git index (ignored if git never knew it).
-        present = [p for p in paths if os.path.lexists(self.root / p)]
-        seen = set(present)
-        missing = [p for p in paths if p not in seen]
-        if present:
+    def _commit_batch(self, paths: list[str], actor: str, messages: list[str]) -> None:
+        """Commit as ``actor``; if git refuses, the same files under a generic message.
+
+        Raises GitError when neither commit is made (the paths are then unstaged).
+        """
+        try:
+            self._commit(paths, actor, _commit_message(paths, actor, messages))
+            return
+        except Exception as exc:
+            log.warning(
+                "git refused the commit of %d path(s) by %r (%s); committing them again as "
+                "memdir under a generic message; their messages were: %r",
+                len(paths),
+                actor,
+                exc,
+                messages[:20],
+            )
+        try:
+            self._commit(paths, "memdir", f"{len(paths)} changes whose own commit git refused")
+        except Exception as exc:
+            # Unstage the batch (it stays queued), so that the next batch's commit neither
+            # carries these paths under its author nor fails with them.
             run_git(
                 self.root,
-                *_ADD,
-                "-A",
-                "--pathspec-from-file=-",
-                "--pathspec-file-nul",
-                actor=actor,
-                stdin="".join(f"{p}\0" for p in present),
+                "--literal-pathspecs",
+                "reset",
+                "-q",
+                *_FROM_STDIN,
+                stdin=_nul_list(paths),
+                check=False,
             )
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
+            if isinstance(exc, GitError):
+                raise
+            raise GitError(f"git commit failed: {exc}") from exc
+
+    def _commit(self, paths: list[str], actor: str, message: str) -> None:
+        # One ``git add`` reads every path from stdin (no argument limit, one pack). A path
+        # that is gone from disk is removed from the git index (ignored if git never knew it).
+        named = [p for p in paths if _on_disk(p) is not None]
+        present = [p for p in named if os.path.lexists(self.root / p)]
+        seen = set(present)
+        missing = [p for p in named if p not in seen]
+        if present:
+            try:
+                run_git(self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor, stdin=_nul_list(present))
+            except GitError:
+                # git adds the rest but fails for a path .gitignore excludes: leave those out.
+                ignored = self._ignored(present)
+                if not ignored:
+                    raise
+                kept = [p for p in present if p not in ignored]
+                if kept:
+                    run_git(
+                        self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor, stdin=_nul_list(kept)
+                    )
+        if missing:
             run_git(
                 self.root,
                 "--literal-pathspecs",
@@ -188,19 +341,14 @@ class GitLog:
                 "-q",
                 "--cached",
                 "--ignore-unmatch",
-                "--",
-                *chunk,
+                *_FROM_STDIN,
+                stdin=_nul_list(missing),
             )
-        if len(messages) == 1:
-            message = messages[0]
-        else:
-            head = f"{len(paths)} changes by {actor}"
-            message = head + "\n\n" + "\n".join(f"- {m}" for m in messages[:200])
         env = _identity_env(actor)
         done = subprocess.run(
-            ["git", "-C", str(self.root), "commit", "-q", "--no-verify", "-m", message],
+            ["git", "-C", str(self.root), "commit", "-q", "--no-verify", "-F", "-"],
+            input=message.encode("utf-8"),
             capture_output=True,
-            text=True,
             env=env,
             check=False,
         )
@@ -214,5 +362,34 @@ class GitLog:
                 check=False,
             )
             if staged.returncode != 0:
-                reason = (done.stderr or done.stdout).strip()
+                reason = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
                 raise GitError(f"git commit failed: {reason}")
+
+    def _ignored(self, paths: list[str]) -> set[str]:
+        out = subprocess.run(
+            ["git", "-C", str(self.root), "check-ignore", "-z", "--stdin"],
+            input=_nul_list(paths),
+            capture_output=True,
+            check=False,
+        ).stdout
+        return {os.fsdecode(name) for name in out.split(b"\0") if name}
+
+
+def _commit_message(paths: list[str], actor: str, messages: list[str]) -> str:
+    """The message of a batch's commit: its one message, or a count and a list of them."""
+    cleaned = [m for m in (clean_message(m) for m in messages) if m]
+    head = f"{len(paths)} changes by {clean_name(actor)}"
+    if len(cleaned) == 1 and len(messages) == 1:
+        return cleaned[0]
+    if not cleaned:
+        return head
+    body: list[str] = []
+    size = len(head) + 2
+    for n, text in enumerate(cleaned):
+        item = f"- {text}"
+        if size + len(item) + 1 > MAX_COMMIT_MESSAGE_CHARS - 40:
+            body.append(f"- … and {len(cleaned) - n} more")
+            break
+        body.append(item)
+        size += len(item) + 1
+    return head + "\n\n" + "\n".join(body)
