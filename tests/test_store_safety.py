@@ -10,7 +10,14 @@ import pytest
 
 from conftest import run_cli
 from memdir import service
-from memdir.errors import Conflict, InvalidDocument, InvalidInput, InvalidQuery, UnsafePath
+from memdir.errors import (
+    Conflict,
+    InvalidDocument,
+    InvalidInput,
+    InvalidQuery,
+    TooLarge,
+    UnsafePath,
+)
 from memdir.service import Memory
 from memdir.store import Store
 
@@ -193,3 +200,22 @@ def test_walk_sizes_are_checked_by_the_verbs_themselves(plain: Memory) -> None:
         with pytest.raises(InvalidInput):
             call()
     assert [n.id for n in plain.thread("t", last=1)] == [record.id]
+
+
+def test_content_a_memory_cannot_hold(plain: Memory) -> None:
+    with pytest.raises(InvalidDocument, match="NUL"):
+        plain.write("notes/nul.md", "# N\n\na\x00b\n")
+    assert not (plain.root / "notes" / "nul.md").exists()
+    big = "x" * (plain.settings.store.max_file_bytes + 1)
+    with pytest.raises(TooLarge):
+        plain.ingest([("big.md", big)])
+    assert not list((plain.root / "inbox").glob("*big*"))
+    # A byte order mark hides the frontmatter: merge and forget refuse to add a second block.
+    bom = plain.root / "notes" / "bom.md"
+    bom.write_text("\ufeff---\ntitle: Bom\n---\n# Bom\n")
+    before = bom.read_bytes()
+    with pytest.raises(InvalidDocument, match="byte order mark"):
+        plain.merge("notes/bom.md", episode="e1")
+    with pytest.raises(InvalidDocument, match="byte order mark"):
+        plain.forget("notes/bom.md")
+    assert bom.read_bytes() == before

@@ -372,6 +372,8 @@ class Store:
                 data.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise InvalidDocument(f"{norm}: content is not valid UTF-8 ({exc})") from None
+        if b"\x00" in raw and paths.is_markdown(norm):
+            raise InvalidDocument(f"{norm}: content has a NUL byte (binary data is not memory)")
         return raw
 
     def _prepare(
@@ -531,6 +533,13 @@ class Store:
             if not target.is_file():
                 raise NotFound(f"no such file in the store: {norm}")
             text = self.read_text(norm)
+            if text.startswith("\ufeff"):
+                # Read as having no frontmatter (as KiwiFS reads it): a new block would be
+                # put before the old one. The mark must go first.
+                raise InvalidDocument(
+                    f"{norm} starts with a byte order mark (U+FEFF); remove it so its "
+                    "frontmatter can be read and changed"
+                )
             new_text = frontmatter.edit(text, mutate)
             raw = self._check_content(norm, new_text)
             if new_text != text:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import frontmatter, lazy
-from ..errors import InvalidDocument, InvalidInput, NotFound
+from ..errors import InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..ids import new_id
 from ..text import lone_surrogate
 
@@ -157,6 +157,9 @@ class EngineVerbs:
             if isinstance(content, str) and lone_surrogate(content) is not None:
                 raise InvalidDocument(f"{name}: not valid Unicode text (a lone surrogate)")
             raw = content.encode("utf-8") if isinstance(content, str) else content
+            limit = self.settings.store.max_file_bytes
+            if len(raw) > limit:
+                raise TooLarge(f"{name}: {len(raw)} bytes is over the limit of {limit} bytes")
             if b"\x00" in raw[:8192]:
                 raise InvalidDocument(f"{name}: binary content cannot be ingested")
             try:
