@@ -320,6 +320,23 @@ def test_a_large_backlog_keeps_auto_search_keyword_only(toy: None, root: Path) -
     off.close()
 
 
+def test_one_large_file_keeps_auto_search_keyword_only(toy: None, root: Path) -> None:
+    mem = Memory.open(
+        root,
+        overrides={
+            "store": {"git_commit": False},
+            "embeddings": {"provider": "letters", "inline_limit": 50},
+        },
+    )
+    mem.embed()
+    mem.write("notes/big.md", "# Big\n\n" + "zebra crossing, " * 5000)  # 80 KB, one file
+    pending, size = mem.vector_index().pending()
+    assert pending == 1 and size > 50 * 1000
+    mode, note = mem.search_mode("auto")
+    assert mode == "bm25" and note is not None and "bytes" in note
+    mem.close()
+
+
 def test_users_named_in_a_query() -> None:
     users = ["Melanie", "Caroline", "x", "ann-marie"]
     assert named_users("What did Melanie paint recently?", users) == ["Melanie"]

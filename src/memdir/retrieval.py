@@ -39,6 +39,9 @@ MODES = ("auto", "bm25", "vector", "hybrid")
 RETRY_SECONDS = 30.0
 # Hybrid search: a turn by a user the query names gains this (see memdir.userhints).
 USER_BOOST = 0.05
+# `auto` search embeds a backlog inline up to embeddings.inline_limit documents, or this many
+# bytes of text per allowed document (one large file can hold thousands of chunks).
+INLINE_BYTES_PER_DOC = 1000
 # Hybrid search: after this many results, the best hit of each thread not yet shown comes first.
 DIVERSIFY_AFTER = 5
 Progress = Callable[[int, int], None]
@@ -183,12 +186,13 @@ class RetrievalVerbs:
                 return "bm25", self._note_embedder_down(exc)
             # Embedding a large backlog inline would stall a search for minutes or hours.
             self.sync()
-            pending = self.vector_index().pending_count()
+            pending, size = self.vector_index().pending()
             allowed = self.settings.embeddings.inline_limit
-            if pending > allowed:
+            if pending > allowed or size > allowed * INLINE_BYTES_PER_DOC:
                 return "bm25", (
-                    f"keyword search only: {pending} documents are not embedded yet (more "
-                    f"than embeddings.inline_limit = {allowed}); run `memdir reindex --vectors`"
+                    f"keyword search only: {pending} documents ({size} bytes) are not embedded "
+                    f"yet (more than embeddings.inline_limit = {allowed} documents or "
+                    f"{allowed * INLINE_BYTES_PER_DOC} bytes); run `memdir reindex --vectors`"
                 )
             return "hybrid", None
         if not self.settings.embeddings.enabled:

@@ -352,9 +352,23 @@ class VectorIndex:
 
     def pending_count(self) -> int:
         """How many visible documents have no vectors for this model yet (0 when in step)."""
+        return self.pending()[0]
+
+    def pending(self) -> tuple[int, int]:
+        """(documents, bytes) with no vectors for this model yet; (0, 0) when in step."""
         if self.index.meta("vectors_generation") == f"{self.index.generation}:{self.model}":
-            return 0
-        return len(self._pending(self.index.conn))
+            return 0, 0
+        conn = self.index.conn
+        ids = [doc_id for doc_id, _hash in self._pending(conn)]
+        size = 0
+        for lo in range(0, len(ids), 500):
+            part = ids[lo : lo + 500]
+            marks = ",".join("?" * len(part))
+            row = conn.execute(
+                f"SELECT coalesce(sum(size), 0) FROM docs WHERE id IN ({marks})", part
+            ).fetchone()
+            size += int(row[0])
+        return len(ids), size
 
     def _pending(self, conn: sqlite3.Connection) -> list[tuple[int, str]]:
         rows = conn.execute(
