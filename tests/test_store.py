@@ -243,6 +243,31 @@ def test_durability_setting_is_checked(store_root: Path) -> None:
     assert (store_root / "notes/fast.md").read_text() == "# fast\n"
 
 
+@pytest.mark.parametrize(
+    ("section", "key", "value", "says"),
+    [
+        ("store", "max_file_bytes", -1, "at least 1"),
+        ("embeddings", "chunk_tokens", 0, "at least 8"),
+        ("search", "rrf_k", -10, "at least 1"),
+        ("search", "default_limit", 0, "at least 1"),
+        ("search", "default_limit", True, "integer"),
+        ("search", "default_limit", 1e3 + 0.5, "integer"),
+        ("search", "thread_boost", -0.1, "at least 0"),
+        ("search", "date_boost", float("nan"), "finite"),
+        ("server", "port", "eighty", "integer"),
+    ],
+)
+def test_number_settings_are_checked(
+    store_root: Path, section: str, key: str, value: object, says: str
+) -> None:
+    from memdir.errors import ConfigError
+    from memdir.settings import load
+
+    with pytest.raises(ConfigError, match=says):
+        load(store_root, {section: {key: value}})
+    assert load(store_root, {"search": {"default_limit": 1e3}}).search.default_limit == 1000
+
+
 def test_full_durability_syncs_data_before_rename_and_folder_before_return(
     mem: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

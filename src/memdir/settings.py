@@ -8,6 +8,7 @@ setting and is documented in ``docs/settings.md`` (a test checks this).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -146,6 +147,26 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
+# The least value of a number setting; every other number setting is at least 0.
+MINIMUMS: dict[str, float] = {
+    "store.max_file_bytes": 1,
+    "search.default_limit": 1,
+    "search.candidates": 1,
+    "search.rrf_k": 1,
+    "search.date_scale_days": 0.001,
+    "embeddings.batch_size": 1,
+    "embeddings.chunk_tokens": 8,
+}
+
+
+def _at_least(value: Any, where: str) -> Any:
+    key = where.rsplit(": ", 1)[-1]
+    least = MINIMUMS.get(key, 0)
+    if value < least:
+        raise ConfigError(f"{where}: must be at least {least:g}, got {value!r}")
+    return value
+
+
 def config_path(root: Path) -> Path:
     return root / ".memdir" / "config.toml"
 
@@ -160,15 +181,24 @@ def _coerce(value: Any, current: Any, where: str) -> Any:
             return False
         raise ConfigError(f"{where}: expected true or false, got {value!r}")
     if isinstance(current, int):
+        # 1e3, true and 2.5 are not integers (int() would take the first two, and cut 2.5).
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
         try:
-            return int(value)
+            number = int(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+        return _at_least(number, where)
     if isinstance(current, float):
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
         try:
-            return float(value)
+            real = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: expected a number, got {value!r}") from None
+        if not math.isfinite(real):
+            raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+        return _at_least(real, where)
     if isinstance(current, tuple):
         if not isinstance(value, list | tuple):
             raise ConfigError(f"{where}: expected a list")
