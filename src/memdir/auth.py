@@ -118,7 +118,8 @@ class Principal:
     def require(self, scope: str, what: str = "this request") -> None:
         if not self.allows(scope):
             raise Forbidden(
-                f"{what} needs a {scope} token; token {self.name!r} has scope {self.scope}"
+                f"{what} needs {'an' if scope[:1] in 'aeiou' else 'a'} {scope} token; "
+                f"token {self.name!r} has scope {self.scope}"
             )
 
     def require_unconfined(self, what: str) -> None:

@@ -512,8 +512,10 @@ class Store:
                 raise PreconditionFailed(f"{norm} does not exist (If-Match: *)")
             return
         wanted = wanted.removeprefix("W/").strip('"')
-        current = content_hash(target.read_bytes())[:32] if target.is_file() else ""
-        if not current or not current.startswith(wanted[:32]) or len(wanted) < 8:
+        if not target.is_file():
+            raise PreconditionFailed(f"{norm} does not exist (If-Match {if_match})")
+        current = content_hash(target.read_bytes())[:32]
+        if not current.startswith(wanted[:32]) or len(wanted) < 8:
             raise PreconditionFailed(
                 f"{norm} changed since it was read (If-Match {if_match} does not match)"
             )
