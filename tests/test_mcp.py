@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -205,3 +207,36 @@ def test_engine_tools_over_stdio(store_root: Path) -> None:
             assert bad.is_error and text_of(bad).startswith("error: ")
 
     run(go)
+
+
+def test_a_slow_tool_call_does_not_hold_other_calls(
+    store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memdir import service
+
+    monkeypatch.setattr(service, "GREP_SECONDS", 3.0)
+    (store_root / "notes").mkdir(exist_ok=True)
+    (store_root / "notes" / "redos.md").write_text("# R\n\n" + "x" * 60 + "\n")
+    with live_server(store_root, NO_VECTORS) as server:
+
+        async def go() -> None:
+            async with http_client(server.url) as slow, http_client(server.url) as quick:
+                times: dict[str, float] = {}
+                started = time.monotonic()
+
+                async def grep() -> None:
+                    result = await slow.call_tool("grep", {"pattern": "(.*){1,32000}[bc]"})
+                    assert result.is_error and "took longer" in text_of(result)
+                    times["grep"] = time.monotonic() - started
+
+                async def walk() -> None:
+                    await anyio.sleep(0.5)  # the grep is running by now
+                    ok(await quick.call_tool("walk", {}))
+                    times["walk"] = time.monotonic() - started
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(grep)
+                    group.start_soon(walk)
+                assert times["walk"] < 2.0 < times["grep"], times
+
+        run(go)
