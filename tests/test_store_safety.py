@@ -219,3 +219,13 @@ def test_content_a_memory_cannot_hold(plain: Memory) -> None:
     with pytest.raises(InvalidDocument, match="byte order mark"):
         plain.forget("notes/bom.md")
     assert bom.read_bytes() == before
+
+
+def test_a_write_into_a_store_nested_in_this_one_is_refused(tmp_path: Path) -> None:
+    outer = Store.init(tmp_path / "outer")
+    Store.init(outer / "wiki" / "inner")
+    with Memory.open(outer) as mem:
+        with pytest.raises(Conflict, match="wiki/inner/"):
+            mem.write("wiki/inner/notes/x.md", "# X\n")
+        mem.write("wiki/outer-note.md", "# Fine\n")
+    assert not (outer / "wiki" / "inner" / "notes" / "x.md").exists()

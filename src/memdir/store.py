@@ -376,6 +376,22 @@ class Store:
             raise InvalidDocument(f"{norm}: content has a NUL byte (binary data is not memory)")
         return raw
 
+    def _outside_nested_repository(self, norm: str) -> None:
+        """Refuse a path inside another git repository (or store) under this one.
+
+        Its git would not take the file (``git add`` skips an embedded repository without an
+        error), so the write would never be committed here. One ``stat`` per folder.
+        """
+        folder = self.root
+        for part in norm.split("/")[:-1]:
+            folder = folder / part
+            if (folder / ".git").exists() or (folder / ".memdir").is_dir():
+                inner = folder.relative_to(self.root).as_posix()
+                raise Conflict(
+                    f"{norm} is inside {inner}/, another git repository or store; "
+                    f"write there with --root {inner}"
+                )
+
     def _prepare(
         self,
         rel: str,
@@ -387,6 +403,7 @@ class Store:
     ) -> tuple[str, Path, bytes]:
         """Validate one file's path and content; apply provenance. Writes nothing."""
         norm, target = self.resolve(rel)
+        self._outside_nested_repository(norm)
         if markdown_only and not paths.is_markdown(norm):
             raise InvalidDocument(f"{norm}: only markdown (.md) files can be written here")
         raw = self._check_content(norm, content)
