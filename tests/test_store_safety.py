@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,3 +231,51 @@ def test_a_write_into_a_store_nested_in_this_one_is_refused(tmp_path: Path) -> N
             mem.write("wiki/inner/notes/x.md", "# X\n")
         mem.write("wiki/outer-note.md", "# Fine\n")
     assert not (outer / "wiki" / "inner" / "notes" / "x.md").exists()
+
+
+def test_what_the_engine_writes_is_checked_like_any_write(plain: Memory) -> None:
+    with pytest.raises(InvalidInput):
+        plain.ingest([("n\x00.md", "# N\n\nfine text\n")])
+    with pytest.raises(InvalidDocument):
+        plain.episode_add(kind="signal", outcome="success", situation="s\x00", insights=["x"])
+    with pytest.raises(InvalidDocument):
+        plain.episode_add(kind="signal", outcome="success", situation="s", tags=["\ud800"])
+    assert not list((plain.root / "episodes").rglob("signal-*"))
+
+
+@pytest.mark.parametrize("name", ["PROGRAM.md", "HARNESS.md", "evals/questions.yaml"])
+def test_a_contract_that_is_not_utf8_is_a_clear_error(plain: Memory, name: str) -> None:
+    with (plain.root / name).open("ab") as handle:
+        handle.write(b"\xff\n")
+    with pytest.raises(InvalidDocument, match="not valid UTF-8"):
+        if name == "evals/questions.yaml":
+            plain.evaluate()
+        else:
+            plain.refine()
+
+
+def test_a_pipe_is_not_read(plain: Memory) -> None:
+    os.mkfifo(plain.root / "notes" / "fifo.md")
+    started = time.monotonic()
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        plain.read("notes/fifo.md")
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    "damage", ["create table meta(x int); create table migrations(y int);", "folder"]
+)
+def test_other_kinds_of_damaged_index_are_rebuilt(plain: Memory, damage: str) -> None:
+    root = plain.root
+    plain.close()
+    db = root / ".memdir" / "index.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    if damage == "folder":
+        db.mkdir()
+    else:
+        conn = sqlite3.connect(db)
+        conn.executescript(damage)
+        conn.close()
+    with Memory.open(root, overrides={"store": {"git_commit": False}}) as again:
+        assert [h.path for h in again.search("kettle", mode="bm25")] == ["notes/a.md"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from .errors import ConfigError, HarnessChanged
 from .program import data_items, split_sections
+from .text import read_utf8
 
 # Defects the engine knows how to count; the harness chooses which of them are drift.
 KNOWN_DEFECTS = (
@@ -255,7 +256,7 @@ def pinned(root: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_utf8(path))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     table = data.get("harness")
@@ -266,7 +267,7 @@ def pinned(root: Path) -> str | None:
 def pin(root: Path, digest: str) -> None:
     """Write ``[harness] sha256 = digest`` into the config (atomic replace)."""
     path = _config(root)
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    text = read_utf8(path) if path.is_file() else ""
     table = f'[harness]\nsha256 = "{digest}"\n'
     if _HARNESS_TABLE.search(text):
         text = _HARNESS_TABLE.sub(lambda _m: table, text, count=1)
@@ -285,7 +286,7 @@ def load(root: Path) -> Harness:
     path = root / "HARNESS.md"
     if not path.is_file():
         raise ConfigError(f"{path} is missing; restore it or run `memdir init --force`")
-    return parse(path.read_text(encoding="utf-8"), source=str(path.name))
+    return parse(read_utf8(path), source=str(path.name))
 
 
 def check(root: Path) -> Harness:

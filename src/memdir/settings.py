@@ -159,11 +159,21 @@ MINIMUMS: dict[str, float] = {
 }
 
 
+# The greatest value of a size setting (content is read into memory whole).
+MAXIMUMS: dict[str, float] = {
+    "store.max_file_bytes": 2**31 - 1,
+    "server.max_body_bytes": 2**31 - 1,
+}
+
+
 def _at_least(value: Any, where: str) -> Any:
     key = where.rsplit(": ", 1)[-1]
     least = MINIMUMS.get(key, 0)
     if value < least:
         raise ConfigError(f"{where}: must be at least {least:g}, got {value!r}")
+    most = MAXIMUMS.get(key)
+    if most is not None and value > most:
+        raise ConfigError(f"{where}: must be at most {most:g}, got {value!r}")
     return value
 
 

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -52,6 +53,7 @@ GITIGNORE = """\
 # derived files: rebuildable with `memdir reindex`
 .memdir/index.db
 .memdir/index.db-*
+.memdir/index.db.damaged-*
 .memdir/vectors/
 .memdir/*.lock
 .memdir/locks/
@@ -324,6 +326,9 @@ class Store:
     def read_bytes(self, rel: str) -> bytes:
         norm, target = self.resolve(rel)
         try:
+            if not stat.S_ISREG(os.stat(target).st_mode) and not target.is_dir():
+                # A pipe or a device would block the reader (a server thread) or never end.
+                raise InvalidInput(f"{norm} is not a regular file")
             return target.read_bytes()
         except FileNotFoundError:
             raise NotFound(f"no such file in the store: {norm}") from None
@@ -391,6 +396,17 @@ class Store:
                     f"{norm} is inside {inner}/, another git repository or store; "
                     f"write there with --root {inner}"
                 )
+
+    def check_document(self, norm: str, text: str) -> bytes:
+        """The bytes of a document the engine writes, checked as any write is: size, Unicode,
+        no NUL byte, and frontmatter that parses. Raises InvalidDocument or TooLarge."""
+        self._outside_nested_repository(norm)
+        raw = self._check_content(norm, text)
+        if paths.is_markdown(norm):
+            parsed = frontmatter.parse(text)
+            if parsed.has_block and parsed.error is not None:
+                frontmatter.load_strict(text)  # raises InvalidDocument with line and column
+        return raw
 
     def _prepare(
         self,

@@ -8,8 +8,9 @@ breaks YAML and git. Every value is checked before anything is written.
 from __future__ import annotations
 
 import unicodedata
+from pathlib import Path
 
-from .errors import InvalidInput
+from .errors import InvalidDocument, InvalidInput
 
 # Actor names become git authors; longer names are refused rather than cut.
 MAX_ACTOR_CHARS = 200
@@ -60,3 +61,17 @@ def actor_name(value: object) -> str:
         return "anonymous"
     name = one_line("actor", value, max_chars=MAX_ACTOR_CHARS).strip()
     return name or "anonymous"
+
+
+def read_utf8(path: Path) -> str:
+    """A file the engine must understand (a contract, a router, a log): UTF-8, or refused.
+
+    A stray byte that is not UTF-8 is an InvalidDocument naming the file, not a crash.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidDocument(
+            f"{path.name} is not valid UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "fix or restore it"
+        ) from None

@@ -53,7 +53,7 @@ def read_input(mem: Memory, source: str | None, *, label: str | None = None) -> 
     limit = mem.settings.store.max_file_bytes
     try:
         if source is None:
-            data = sys.stdin.buffer.read(limit + 1)
+            data = _read_up_to(sys.stdin.buffer, limit + 1)
         else:
             with open(source, "rb") as handle:
                 info = os.fstat(handle.fileno())
@@ -61,12 +61,25 @@ def read_input(mem: Memory, source: str | None, *, label: str | None = None) -> 
                     raise TooLarge(
                         f"{name}: {info.st_size} bytes is over the limit of {limit} bytes"
                     )
-                data = handle.read(limit + 1)
+                data = _read_up_to(handle, limit + 1)
     except OSError as exc:
         raise InvalidInput(f"cannot read {name}: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise TooLarge(f"{name}: more than {limit} bytes is over the limit of {limit} bytes")
     return data
+
+
+def _read_up_to(stream: Any, most: int) -> bytes:
+    """At most ``most`` bytes, read in blocks (``read(most)`` would set aside all of it)."""
+    blocks: list[bytes] = []
+    left = most
+    while left > 0:
+        block = stream.read(min(left, 1 << 20))
+        if not block:
+            break
+        blocks.append(block)
+        left -= len(block)
+    return b"".join(blocks)
 
 
 def echo_json(value: Any) -> None:

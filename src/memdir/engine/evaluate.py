@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from ..errors import InvalidInput
+from ..text import read_utf8
 from .query import Recall
 
 K = (1, 3, 5)
@@ -20,7 +21,7 @@ def load_questions(root: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(read_utf8(path)) or {}
     except yaml.YAMLError as exc:
         raise InvalidInput(f"evals/questions.yaml does not parse: {exc}") from None
     items = data.get("questions") if isinstance(data, dict) else data

@@ -27,12 +27,14 @@ class Batch:
         self.paths: list[str] = []
 
     def write(self, rel: str, text: str) -> str:
+        """Write ``text`` (checked as every write is: Store.check_document) if it changed."""
         norm, target = self.store.resolve(rel)
+        raw = self.store.check_document(norm, text)
         target.parent.mkdir(parents=True, exist_ok=True)
-        current = target.read_text(encoding="utf-8") if target.is_file() else None
-        if current != text:
+        current = target.read_bytes() if target.is_file() else None
+        if current != raw:
             with self.store.lock():
-                atomic_write(target, text.encode("utf-8"))
+                atomic_write(target, raw)
             self.paths.append(norm)
         return norm
 

@@ -13,6 +13,7 @@ from typing import Any
 from .. import frontmatter, links
 from ..harness import Harness, validate_article
 from ..program import Program
+from ..text import read_utf8
 from . import okf, reflect, wiki
 from .files import markdown_under
 
@@ -71,7 +72,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
         for a in wiki.articles(root, bundle):
             all_articles[a.path] = a
             stems.setdefault(a.slug, []).append(a.path)
-    top = (root / "index.md").read_text(encoding="utf-8") if (root / "index.md").is_file() else ""
+    top = read_utf8(root / "index.md") if (root / "index.md").is_file() else ""
     top_urls = {e.url for e in okf.entries(top)}
     for bundle in bundles:
         files = {

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..text import read_utf8
+
 HEADER = "timestamp\tverb\tstatus\tnotes\n"
 
 
@@ -64,7 +66,7 @@ def history(root: Path, verb: str | None = None) -> list[Run]:
     if not target.is_file():
         return []
     out = []
-    for line in target.read_text(encoding="utf-8").splitlines():
+    for line in read_utf8(target).splitlines():
         run = _parse(line)
         if run is not None and (verb is None or run.verb == verb):
             out.append(run)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import frontmatter, lazy
 from ..errors import InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..ids import new_id
-from ..text import lone_surrogate
+from ..text import lone_surrogate, one_line, read_utf8
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -74,7 +74,7 @@ class EngineVerbs:
 
     def program(self) -> program.Program:
         path = self._root / "PROGRAM.md"
-        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+        text = read_utf8(path) if path.is_file() else ""
         return program.with_settings(program.parse(text), self.settings.engine)
 
     def _harness(self, *, writing: bool) -> harness.Harness:
@@ -102,7 +102,7 @@ class EngineVerbs:
     def bundle_add(self, name: str, scope: str) -> dict[str, Any]:
         """Add (or rescope) a bundle in PROGRAM.md and create its OKF folder."""
         self._harness(writing=True)
-        text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
+        text = read_utf8(self._root / "PROGRAM.md")
         new = program.add_bundle(text, name, scope)
         batch = files.Batch(self.store, self.index)
         batch.write("PROGRAM.md", new)
@@ -132,7 +132,7 @@ class EngineVerbs:
     def bundle_remove(self, name: str) -> dict[str, Any]:
         """Remove a bundle from PROGRAM.md (its articles stay on disk)."""
         self._harness(writing=True)
-        text = (self._root / "PROGRAM.md").read_text(encoding="utf-8")
+        text = read_utf8(self._root / "PROGRAM.md")
         batch = files.Batch(self.store, self.index)
         batch.write("PROGRAM.md", program.remove_bundle(text, name))
         kept = len(wiki.articles(self._root, name))
@@ -154,6 +154,7 @@ class EngineVerbs:
         self._harness(writing=True)
         prepared = []
         for name, content in items:
+            one_line("source name", name, max_chars=1000)
             if isinstance(content, str) and lone_surrogate(content) is not None:
                 raise InvalidDocument(f"{name}: not valid Unicode text (a lone surrogate)")
             raw = content.encode("utf-8") if isinstance(content, str) else content
@@ -284,11 +285,7 @@ class EngineVerbs:
         path = self._root / "LESSONS.md"
         if not path.is_file():
             return []
-        return [
-            line[2:]
-            for line in path.read_text(encoding="utf-8").splitlines()
-            if line.startswith("- ")
-        ]
+        return [line[2:] for line in read_utf8(path).splitlines() if line.startswith("- ")]
 
     def _recaller(self, lessons: list[str]) -> consolidating.Recall:
         """Recall first: the lessons, then the few experience episodes closest to a source."""

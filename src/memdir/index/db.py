@@ -28,9 +28,12 @@ def connect(path: Path) -> sqlite3.Connection:
         if not any(sign in str(exc) for sign in _DAMAGED):
             raise  # "database is locked" and the like are not damage
         aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(f"{path}{suffix}", f"{aside}{suffix}")  # a folder moves too
+        except OSError:
+            raise exc from None  # cannot be moved (a read-only folder): SQLite's own error
         sys.stderr.write(
             f"memdir: the index {path} could not be read ({exc}); it was moved to "
             f"{aside.name} and is rebuilt from the files\n"
@@ -39,7 +42,14 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 # What SQLite says of a file that is not a readable memdir index.
-_DAMAGED = ("not a database", "malformed", "already exists")
+_DAMAGED = (
+    "not a database",
+    "malformed",
+    "already exists",
+    "no such table",
+    "no such column",
+    "unable to open database file",
+)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
