@@ -13,6 +13,7 @@ import pytest
 from conftest import run_cli
 from memdir import service
 from memdir.errors import (
+    ConfigError,
     Conflict,
     InvalidDocument,
     InvalidInput,
@@ -279,3 +280,11 @@ def test_other_kinds_of_damaged_index_are_rebuilt(plain: Memory, damage: str) ->
         conn.close()
     with Memory.open(root, overrides={"store": {"git_commit": False}}) as again:
         assert [h.path for h in again.search("kettle", mode="bm25")] == ["notes/a.md"]
+
+
+def test_consolidate_without_a_program_is_an_error_not_a_quarantine(plain: Memory) -> None:
+    plain.ingest([("kettle.md", "# Kettles\n\nDescale a kettle with vinegar.\n")])
+    (plain.root / "PROGRAM.md").unlink()
+    with pytest.raises(ConfigError, match="PROGRAM.md is missing"):
+        plain.consolidate()
+    assert not list((plain.root / "quarantine").glob("*kettle*"))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import frontmatter, lazy
-from ..errors import InvalidDocument, InvalidInput, NotFound, TooLarge
+from ..errors import ConfigError, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..ids import new_id
 from ..text import lone_surrogate, one_line, read_utf8
 
@@ -213,6 +213,12 @@ class EngineVerbs:
         """Inbox sources -> cited articles (or quarantine); then refine, reflect, reindex and
         one git commit. ``plan`` returns the work packet; ``apply`` files returned articles."""
         h = self._harness(writing=True)
+        if not (self._root / "PROGRAM.md").is_file():
+            # With no bundles every source would be quarantined as a misfit.
+            raise ConfigError(
+                "PROGRAM.md is missing, so no bundle can take a source; restore it or run "
+                "`memdir init --force`"
+            )
         prog = self.program()
         self.sync()
         root = self._root
