@@ -179,6 +179,13 @@ def test_plan_apply_round_trip_and_refusal(eng: Memory) -> None:
             }
         ]
     }
+    # One article per source, and the topic it says is the one it is filed under.
+    with pytest.raises(InvalidInput, match="earlier in the packet"):
+        eng.consolidate(apply={"articles": good["articles"] * 2})
+    elsewhere = article.replace(f"\ntopic: {item['topic']}\n", "\ntopic: ../elsewhere\n", 1)
+    assert elsewhere != article
+    with pytest.raises(InvalidInput, match="topic must be"):
+        eng.consolidate(apply={"articles": [{**good["articles"][0], "article": elsewhere}]})
     result = eng.consolidate(apply=good)
     [path] = result["articles"]
     assert path.endswith("/starter-care-by-an-agent.md")

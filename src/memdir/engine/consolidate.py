@@ -292,6 +292,7 @@ def validate_apply(
     problems: list[str] = []
     accepted: list[tuple[str, WriteRequest, str]] = []
     taken: set[str] = set()
+    filed: set[str] = set()  # sources: one article each
     for n, item in enumerate(data["articles"], start=1):
         where = f"articles[{n}]"
         if not isinstance(item, Mapping):
@@ -303,6 +304,10 @@ def validate_apply(
         if src is None:
             problems.append(f"{where}: source {item.get('source')!r} is not an unseen inbox source")
             continue
+        if src.path in filed:
+            problems.append(f"{where}: source {src.path!r} has an article earlier in the packet")
+            continue
+        filed.add(src.path)
         if not isinstance(bundle, str) or program.bundle(bundle) is None:
             problems.append(f"{where}: bundle {bundle!r} is not in PROGRAM.md")
             continue

@@ -223,6 +223,8 @@ def check(request: WriteRequest, text: str) -> list[str]:
         return problems
     if parsed.fm.get("bundle") not in (None, request.bundle):
         problems.append(f"bundle must be '{request.bundle}'")
+    if parsed.fm.get("topic") not in (None, request.topic):
+        problems.append(f"topic must be '{request.topic}' (where the article is filed)")
     sources = parsed.fm.get("sources")
     listed = sources if isinstance(sources, list) else []  # any other shape: a harness problem
     ids = [s.get("id") for s in listed if isinstance(s, Mapping)]
