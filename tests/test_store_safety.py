@@ -230,6 +230,14 @@ def test_a_write_into_a_store_nested_in_this_one_is_refused(tmp_path: Path) -> N
     with Memory.open(outer) as mem:
         with pytest.raises(Conflict, match="wiki/inner/"):
             mem.write("wiki/inner/notes/x.md", "# X\n")
+        # Changing or deleting a file of the inner store is refused the same way.
+        for call in (
+            lambda: mem.merge("wiki/inner/index.md", episode="e1"),
+            lambda: mem.forget("wiki/inner/index.md", purge=True),
+        ):
+            with pytest.raises(Conflict, match="wiki/inner/"):
+                call()
+        assert (outer / "wiki" / "inner" / "index.md").is_file()
         mem.write("wiki/outer-note.md", "# Fine\n")
     assert not (outer / "wiki" / "inner" / "notes" / "x.md").exists()
 

@@ -563,6 +563,7 @@ class Store:
     ) -> WriteResult:
         """Read-modify-write of a document's frontmatter under the lock; the body is kept."""
         norm, target = self.resolve(rel)
+        self._outside_nested_repository(norm)
         actor_name = checked_actor(actor)
         with self.lock(norm):
             if not target.is_file():
@@ -586,6 +587,7 @@ class Store:
 
     def delete(self, rel: str, *, actor: str | None = None, message: str | None = None) -> str:
         norm, target = self.resolve(rel)
+        self._outside_nested_repository(norm)
         with self.lock(norm):
             if not target.is_file():
                 raise NotFound(f"no such file in the store: {norm}")
