@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from conftest import committed
 from memdir import frontmatter
+from memdir.index.db import connect
 from memdir.service import Memory
 
 WRITER = """
@@ -101,3 +105,34 @@ def test_a_killed_writer_leaves_the_old_or_the_new_file(store_root: Path) -> Non
         assert data in (b"# A\n" + b"a" * 3_000_000 + b"\n", b"# B\n" + b"b" * 3_000_000 + b"\n")
     with Memory.open(store_root) as mem:
         assert [r["path"] for r in mem.ls("notes/")] == ["notes/big.md"]
+
+
+def _open_index(path: str, ready: Any, failures: Any) -> None:
+    ready.wait()
+    try:
+        conn = connect(Path(path))
+        conn.execute("SELECT count(*) FROM migrations").fetchone()
+        conn.close()
+    except sqlite3.Error as exc:
+        failures.put(str(exc))
+
+
+def test_processes_opening_one_new_index_at_once(tmp_path: Path) -> None:
+    # Switching a new file to WAL takes an exclusive lock that SQLite does not wait for.
+    ctx = multiprocessing.get_context("fork")
+    failures = ctx.Queue()
+    for round_ in range(15):
+        path = tmp_path / f"r{round_}" / "index.db"
+        ready = ctx.Barrier(6)
+        procs = [
+            ctx.Process(target=_open_index, args=(str(path), ready, failures)) for _ in range(6)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0] * 6
+    errors = []
+    while not failures.empty():
+        errors.append(failures.get())
+    assert errors == []

@@ -65,8 +65,8 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA busy_timeout = 60000")
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-    if str(mode).lower() != "wal":
+    mode = _switch_to_wal(conn)
+    if mode != "wal":
         raise ConfigError(f"the index at {path} could not switch to WAL mode ({mode})")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA temp_store = MEMORY")
@@ -85,6 +85,32 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
 
 PENDING_INDEXES = "pending_indexes"
 
+# How long to keep asking for the lock that switching a new index to WAL takes.
+WAL_SWITCH_SECONDS = 60.0
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> str:
+    """Put the database in WAL mode (kept in the file) and return the mode it is in.
+
+    Switching needs an exclusive lock, and SQLite reports "database is locked" at once,
+    without waiting, when another process opening the same new index holds a shared one
+    (waiting could deadlock both). So the switch is retried here until it is done or
+    another process has done it.
+    """
+    deadline = time.monotonic() + WAL_SWITCH_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode == "wal":
+                return mode
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
 
 def create_pending_indexes(conn: sqlite3.Connection) -> None:
     """Create the indexes a bulk rebuild dropped (in the caller's transaction)."""
@@ -96,10 +122,22 @@ def create_pending_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM meta WHERE key = ?", (PENDING_INDEXES,))
 
 
+_MIGRATIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+)
+
+
 def applied_migrations(conn: sqlite3.Connection) -> list[str]:
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
+    """The migrations applied to this index, in order (none for a new file).
+
+    Only reads: a write outside a transaction that began as a read can fail with "database
+    is locked" at once when another process migrates the same new index.
+    """
+    known = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+    ).fetchone()
+    if known is None:
+        return []
     return [row[0] for row in conn.execute("SELECT name FROM migrations ORDER BY rowid")]
 
 
@@ -109,8 +147,9 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     todo = [(name, sql) for name, sql in MIGRATIONS if name not in done]
     if not todo:
         return []
-    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE")  # waits for another process migrating the same index
     try:
+        conn.execute(_MIGRATIONS_TABLE)
         done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
         applied = []
         for name, sql in todo:
