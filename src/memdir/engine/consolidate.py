@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import frontmatter
+from .. import coverage, frontmatter
 from ..errors import InvalidInput
 from ..harness import Harness
 from ..program import Program
@@ -37,6 +37,17 @@ class Source:
     episode_id: str
     fm: dict[str, Any]
     body: str
+    error: str | None = None  # the frontmatter does not parse
+
+    @property
+    def unreadable(self) -> str:
+        """Why the source cannot be consolidated as it is ("" when it can)."""
+        if self.error is None:
+            return ""
+        return (
+            f"{self.path}: {self.error}; its keys (bundle, topic, title) cannot be read, so "
+            "it stays in inbox/ until the frontmatter is fixed"
+        )
 
     def doc(self) -> SourceDoc:
         sid = "src-" + slugify(self.episode_id)[-8:]
@@ -54,31 +65,39 @@ class Outcome:
     lessons_recalled: int = 0
 
 
-def merged_ids(root: Path) -> set[str]:
-    """Episode ids and paths that some wiki page's merged-from already references."""
-    seen: set[str] = set()
+def merged_keys(root: Path) -> set[str]:
+    """The memory report's match keys of every wiki page's ``merged-from`` items."""
+    keys: set[str] = set()
     for rel in markdown_under(root, "wiki"):
         fm = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace")).fm
-        items = fm.get("merged-from")
-        if isinstance(items, list):
-            for item in items:
-                if isinstance(item, Mapping):
-                    for key in ("id", "path"):
-                        if isinstance(item.get(key), str):
-                            seen.add(item[key].strip())
-    return seen
+        keys.update(coverage.facts_for(rel, fm, 0.0).merged_keys)
+    return keys
+
+
+def is_merged(keys: Collection[str], episode_id: str, path: str) -> bool:
+    """Whether ``keys`` cover the source, by the rule the memory report applies.
+
+    So consolidate treats a source as done exactly when the report counts it as merged: an
+    item with a compatible type (``ingest``, ``episode`` ...) and the source's id, or any
+    item naming its path. An item of another type naming only the id covers nothing.
+    """
+    ident = episode_id.strip()
+    if ident and any(f"{kind}:{ident}" in keys for kind in coverage.COMPATIBLE_TYPES):
+        return True
+    return "episode:path:" + path in keys
 
 
 def unseen_sources(root: Path) -> list[Source]:
-    done = merged_ids(root)
+    """Inbox sources no wiki page's merged-from covers yet (see :func:`is_merged`)."""
+    keys = merged_keys(root)
     out = []
     for rel in markdown_under(root, "inbox"):
         parsed = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace"))
         eid = parsed.fm.get("episode_id")
         eid = eid.strip() if isinstance(eid, str) and eid.strip() else Path(rel).stem
-        if eid in done or rel in done:
+        if is_merged(keys, eid, rel):
             continue
-        out.append(Source(rel, eid, parsed.fm, parsed.body))
+        out.append(Source(rel, eid, parsed.fm, parsed.body, parsed.error))
     return out
 
 
@@ -168,10 +187,25 @@ def quarantine(batch: Batch, src: Source, reason: str, scores: Mapping[str, floa
             )
         )
     )
-    rel = "quarantine/" + src.path.split("/", 1)[1]
+    rel = _free_path(batch.store.root, "quarantine/" + src.path.split("/", 1)[1])
     batch.write(rel, new)
     batch.delete(src.path)
     return rel
+
+
+def _free_path(root: Path, rel: str) -> str:
+    """``rel``, or ``<stem>-2.md``, ``-3`` ... when a file is there already.
+
+    Two inbox files of the same name (dropped in by hand, one after the other) must not
+    overwrite each other in quarantine/.
+    """
+    if not (root / rel).exists():
+        return rel
+    stem = rel[:-3] if rel.lower().endswith(".md") else rel
+    n = 2
+    while (root / f"{stem}-{n}.md").exists():
+        n += 1
+    return f"{stem}-{n}.md"
 
 
 def run(
@@ -194,6 +228,9 @@ def run(
     if limit is not None and limit < 1:
         raise InvalidInput(f"limit must be at least 1, got {limit}")
     for src in sources[:limit]:
+        if src.unreadable:
+            out.skipped.append(src.unreadable)
+            continue
         route = _route(program, src)
         if route.quarantined:
             rel = quarantine(batch, src, route.reason, route.scores)
@@ -237,8 +274,12 @@ def plan(
     cache: dict[str, list[wiki.Article]] = {}
     items: list[dict[str, Any]] = []
     quarantined: list[dict[str, Any]] = []
+    skipped: list[str] = []
     extractive = ExtractiveWriter()
     for src in unseen_sources(root):
+        if src.unreadable:
+            skipped.append(src.unreadable)
+            continue
         route = _route(program, src)
         if route.quarantined:
             quarantined.append({"source": src.path, "reason": route.reason})
@@ -278,6 +319,7 @@ def plan(
         },
         "items": items,
         "quarantine": quarantined,
+        "skipped": skipped,
     }
 
 
@@ -303,6 +345,9 @@ def validate_apply(
         text = item.get("article")
         if src is None:
             problems.append(f"{where}: source {item.get('source')!r} is not an unseen inbox source")
+            continue
+        if src.unreadable:
+            problems.append(f"{where}: {src.unreadable}")
             continue
         if src.path in filed:
             problems.append(f"{where}: source {src.path!r} has an article earlier in the packet")
@@ -344,11 +389,10 @@ def _with_merge(text: str, src: Source) -> str:
     parsed = frontmatter.parse(text)
     if not parsed.has_block or parsed.error:
         return text
-    items = parsed.fm.get("merged-from")
-    if isinstance(items, list) and any(
-        isinstance(i, Mapping) and i.get("id") == src.episode_id for i in items
+    if is_merged(
+        coverage.facts_for(src.path, parsed.fm, 0.0).merged_keys, src.episode_id, src.path
     ):
-        return text
+        return text  # an entry the memory report counts is there already
 
     def mutate(fm: Any) -> None:
         entry = {

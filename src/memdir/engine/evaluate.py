@@ -87,6 +87,9 @@ def score(
         "recall_by_tier": {
             str(t): round(v / max(1, expected_total), 4) for t, v in tier_found.items()
         },
+        "missing_expected": sorted(
+            {p for q in questions for p in q["expected"] if not (root / p).is_file()}
+        ),
         "bodies_read_avg": round(bodies / n, 2),
         "tokens_read_avg": round(tokens / n, 1),
         "rows": rows,

@@ -422,6 +422,13 @@ class EngineVerbs:
     def evaluate(self) -> dict[str, Any]:
         """Run evals/questions.yaml through query; compare MRR with the previous run."""
         questions = evaluating.load_questions(self._root)
+        if not questions:
+            # A score of 0 would be logged as a regression and become the next baseline.
+            raise InvalidInput(
+                "evals/questions.yaml has no questions: add items like "
+                "{question: ..., expected: [wiki/<bundle>/<topic>/<article>.md]}; "
+                "nothing was recorded"
+            )
         with self.synced():  # one walk of the files for the whole question set
             result = evaluating.score(questions, self._recall, _count_tokens, self._root)
         previous = [r for r in runs.history(self._root, "evaluate") if "mrr" in r.notes]

@@ -1,0 +1,151 @@
+"""Engine behaviour found in review: no source is lost or silently stuck in consolidate, a
+merge counts as the memory report counts it, and evaluate records nothing without questions."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import frontmatter
+from memdir.engine import consolidate as consolidating
+from memdir.errors import InvalidInput
+from memdir.service import Memory
+from memdir.store import Store
+
+BREAD = (
+    "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights of "
+    "flour and water. A starter kept in the fridge needs feeding the day before baking bread.\n"
+)
+BROKEN = (
+    "---\ntitle: [never closed\nbundle: kitchen\n---\n# Bread crust\n\nA hot oven with steam "
+    "gives bread a crisp crust when baking.\n"
+)
+
+
+@pytest.fixture
+def eng(tmp_path: Path) -> Iterator[Memory]:
+    mem = Memory.open(Store.init(tmp_path / "store"))
+    mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, oven")
+    yield mem
+    mem.close()
+
+
+def git(root: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    )
+    return out.stdout
+
+
+def drop(root: Path, rel: str, text: str) -> None:
+    """A file placed by hand (not through ingest), committed like any user change."""
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_text(text, encoding="utf-8")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", f"drop {rel}")
+
+
+def unmerged_inbox(mem: Memory) -> set[str]:
+    return {e.path for e in mem.memory_report().unmerged if e.path.startswith("inbox/")}
+
+
+def test_a_second_misfit_of_the_same_name_does_not_overwrite_the_first(eng: Memory) -> None:
+    first = "The quarterly VAT return is due a month after the quarter ends.\n"
+    second = "Invoices are numbered per calendar year without gaps.\n"
+    drop(eng.root, "inbox/notes.md", first)
+    [q1] = eng.consolidate()["quarantined"]
+    drop(eng.root, "inbox/notes.md", second)
+    [q2] = eng.consolidate()["quarantined"]
+    assert q1["to"] != q2["to"]
+    assert first in (eng.root / q1["to"]).read_text(encoding="utf-8")
+    assert second in (eng.root / q2["to"]).read_text(encoding="utf-8")
+    assert {q1["to"], q2["to"]} <= set(git(eng.root, "ls-files", "quarantine").split())
+
+
+def test_a_source_whose_frontmatter_does_not_parse_stays_in_the_inbox(eng: Memory) -> None:
+    drop(eng.root, "inbox/crust.md", BROKEN)
+    drop(eng.root, "inbox/tax.md", "---\ntitle: [x\n---\nThe VAT ledger goes to the accountant.\n")
+    eng.ingest([("bread.md", BREAD)])
+    plan = eng.consolidate(plan=True)
+    assert [i["source"]["path"] for i in plan["items"]] == [
+        p for p in unmerged_inbox(eng) if p not in ("inbox/crust.md", "inbox/tax.md")
+    ]
+    assert sorted(s.split(":")[0] for s in plan["skipped"]) == ["inbox/crust.md", "inbox/tax.md"]
+    result = eng.consolidate()  # the off-topic one used to crash the run while quarantining
+    assert sorted(s.split(":")[0] for s in result["skipped"]) == ["inbox/crust.md", "inbox/tax.md"]
+    assert all("frontmatter" in s for s in result["skipped"])
+    assert (eng.root / "inbox/crust.md").read_text(encoding="utf-8") == BROKEN
+    assert (eng.root / "inbox/tax.md").is_file() and not result["quarantined"]
+    [article] = result["articles"]
+    assert "Sourdough" in (eng.root / article).read_text(encoding="utf-8")
+    assert git(eng.root, "status", "--porcelain") == ""  # everything written was committed
+    assert "\tpartial\t" in (eng.root / ".memdir/runs.tsv").read_text(encoding="utf-8")
+
+
+def _agent_article(plan: dict[str, Any], merged: list[dict[str, str]]) -> dict[str, Any]:
+    """The plan's one example article as an agent returns it, with its own merged-from."""
+    [item] = plan["items"]
+    text = item["example_article"].replace("<RFC 3339 time>", "2026-01-02T03:04:05Z")
+    text = frontmatter.edit(text, lambda fm: fm.__setitem__("merged-from", merged))
+    article = {"source": item["source"]["path"], "bundle": item["bundle"], "topic": item["topic"]}
+    return {"articles": [{**article, "article": text}]}
+
+
+def test_an_applied_merge_of_an_unknown_type_still_covers_its_source(eng: Memory) -> None:
+    [src] = eng.ingest([("bread.md", BREAD)])
+    plan = eng.consolidate(plan=True)
+    packet = _agent_article(plan, [{"type": "note", "id": src["episode_id"]}])
+    eng.consolidate(apply=packet)
+    assert src["path"] not in unmerged_inbox(eng)  # the report counts the source as merged
+    assert eng.consolidate(plan=True)["items"] == []
+
+
+def test_consolidate_offers_what_the_report_calls_unmerged(eng: Memory) -> None:
+    [src] = eng.ingest([("bread.md", BREAD)])
+    page = "---\ntype: concept\nmerged-from:\n  - type: note\n    id: {}\n---\n# P\n"
+    drop(eng.root, "wiki/kitchen/hand/page.md", page.format(src["episode_id"]))
+    assert unmerged_inbox(eng) == {src["path"]}
+    offered = [i["source"]["path"] for i in eng.consolidate(plan=True)["items"]]
+    assert offered == [src["path"]]
+    by_path = page.replace("id: {}", "path: {}").format(src["path"])
+    drop(eng.root, "wiki/kitchen/hand/page.md", by_path)
+    assert unmerged_inbox(eng) == set()
+    assert eng.consolidate(plan=True)["items"] == []
+
+
+def test_is_merged_follows_the_report_rule() -> None:
+    keys = {"run:e1", "note:e2", "episode:path:inbox/c.md"}
+    assert consolidating.is_merged(keys, " e1 ", "inbox/a.md")
+    assert not consolidating.is_merged(keys, "e2", "inbox/b.md")
+    assert consolidating.is_merged(keys, "other", "inbox/c.md")
+
+
+def test_evaluate_without_questions_records_nothing(eng: Memory) -> None:
+    eng.ingest([("bread.md", BREAD)])
+    [article] = eng.consolidate()["articles"]
+    questions = eng.root / "evals/questions.yaml"
+    questions.write_text(
+        f"questions:\n  - question: how often to feed a sourdough starter\n"
+        f"    expected: [{article}, wiki/kitchen/none/missing.md]\n",
+        encoding="utf-8",
+    )
+    first = eng.evaluate()
+    assert first["missing_expected"] == ["wiki/kitchen/none/missing.md"]
+    runs_before = (eng.root / ".memdir/runs.tsv").read_text(encoding="utf-8")
+    episodes_before = sorted((eng.root / "episodes").rglob("*.md"))
+    questions.write_text("questions: []\n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="no questions"):
+        eng.evaluate()
+    assert (eng.root / ".memdir/runs.tsv").read_text(encoding="utf-8") == runs_before
+    assert sorted((eng.root / "episodes").rglob("*.md")) == episodes_before
+    questions.write_text(
+        f"questions:\n  - question: how often to feed a sourdough starter\n"
+        f"    expected: [{article}]\n",
+        encoding="utf-8",
+    )
+    again = eng.evaluate()
+    assert again["previous_mrr"] == first["mrr"] and again["label"] == "hold"
