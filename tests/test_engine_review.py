@@ -149,3 +149,18 @@ def test_evaluate_without_questions_records_nothing(eng: Memory) -> None:
     )
     again = eng.evaluate()
     assert again["previous_mrr"] == first["mrr"] and again["label"] == "hold"
+
+
+def test_ingest_appends_provenance_to_the_sources_own_derived_from(eng: Memory) -> None:
+    own = {"type": "run", "id": "r-9", "date": "2026-01-01T00:00:00Z", "actor": "alice"}
+    source = frontmatter.render({"title": "Oven", "derived-from": [own]}, BREAD)
+    [done] = eng.ingest([("oven.md", source)], provenance=" tool : x:y ", actor="bob")
+    fm = frontmatter.parse((eng.root / done["path"]).read_text(encoding="utf-8")).fm
+    assert fm["derived-from"][0] == own
+    added = fm["derived-from"][1]
+    assert (added["type"], added["id"], added["actor"]) == ("tool", "x:y", "bob")
+    assert added["date"].endswith("Z") and fm["title"] == "Oven"
+    odd = frontmatter.render({"derived-from": "somewhere"}, BREAD)
+    [kept] = eng.ingest([("odd.md", odd)], provenance="tool:z")
+    fm = frontmatter.parse((eng.root / kept["path"]).read_text(encoding="utf-8")).fm
+    assert fm["derived-from"][0] == "somewhere" and fm["derived-from"][1]["id"] == "z"

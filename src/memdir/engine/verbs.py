@@ -191,7 +191,15 @@ class EngineVerbs:
 
                 kind, ident = prov_mod.parse(provenance) if provenance else ("ingest", name)
                 who = (actor or "").strip() or "anonymous"
-                fm["derived-from"] = [prov_mod.derived_entry(kind, ident, who)]
+                entry = prov_mod.derived_entry(kind, ident, who)
+                current = fm.get("derived-from")
+                # appended, as every write appends: the source's own entries are kept
+                if isinstance(current, list):
+                    fm["derived-from"] = [*current, entry]
+                elif current is None:
+                    fm["derived-from"] = [entry]
+                else:  # an unexpected shape is kept, never dropped
+                    fm["derived-from"] = [current, entry]
             stem = terms.slugify(Path(name).stem if name != "-" else "stdin", 40)
             rel = f"inbox/{eid}-{stem}.md"
             batch.write(rel, frontmatter.render(fm, body))
