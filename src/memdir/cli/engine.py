@@ -16,7 +16,10 @@ as_json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON.
 
 @click.group("bundle")
 def bundle_group() -> None:
-    """Bundles: OKF folders under wiki/, each with a scope in PROGRAM.md."""
+    """Bundles: OKF folders under wiki/, each with a scope in PROGRAM.md.
+
+    Example: memdir bundle add ops --scope "deploys, rollbacks, incidents"
+    """
 
 
 @bundle_group.command("add")
@@ -146,7 +149,8 @@ def query_cmd(ctx: click.Context, question: str, as_json: bool, root: str | None
     for a in result["answers"]:
         click.echo(f"[tier {a['tier']}] {a['path']} - {a['title']}")
         for p in a["passages"]:
-            click.echo(f"    {p['text']}  ({', '.join(p['citations'])})")
+            cited = f"  ({', '.join(p['citations'])})" if p["citations"] else ""
+            click.echo(f"    {p['text']}{cited}")
     read = result["read"]
     click.echo(
         f"read {len(read['indexes'])} index(es), {len(read['bodies'])} body(ies), "
@@ -235,14 +239,28 @@ def reflect_cmd(ctx: click.Context, as_json: bool, root: str | None) -> None:
 
 @click.group("episode")
 def episode_group() -> None:
-    """Experience episodes (life and signal; operational ones come from every verb)."""
+    """Experience episodes (life and signal; operational ones come from every verb).
+
+    Example: memdir episode add --kind signal --situation "Asked for metric" --insight "Use grams."
+    """
 
 
 @episode_group.command("add")
-@click.option("--kind", type=click.Choice(["life", "signal"]), required=True)
-@click.option("--situation", required=True)
-@click.option("--action", "actions", multiple=True, help="Repeatable.")
-@click.option("--outcome", type=click.Choice(["success", "partial", "failure"]), default="success")
+@click.option(
+    "--kind",
+    type=click.Choice(["life", "signal"]),
+    required=True,
+    help="life (id life-DATE) or signal (id signal-SLUG of the situation).",
+)
+@click.option("--situation", required=True, help="What the episode was about (one line).")
+@click.option("--action", "actions", multiple=True, help="What was done (repeatable).")
+@click.option(
+    "--outcome",
+    type=click.Choice(["success", "partial", "failure"]),
+    default="success",
+    show_default=True,
+    help="How it went.",
+)
 @click.option("--insight", "insights", multiple=True, help="Repeatable; becomes a lesson.")
 @click.option("--tag", "tags", multiple=True, help="Repeatable; 'decision' marks an open decision.")
 @root_flag
@@ -276,7 +294,10 @@ def episode_add_cmd(
 
 @click.group("harness")
 def harness_group() -> None:
-    """The frozen HARNESS.md and its pinned hash."""
+    """The frozen HARNESS.md and its pinned hash.
+
+    Example: memdir harness accept
+    """
 
 
 @harness_group.command("accept")

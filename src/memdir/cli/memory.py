@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -13,7 +14,10 @@ from .context import echo_json, memory, root_flag, root_option
 
 @click.group("memory")
 def memory_group() -> None:
-    """The KiwiFS-compatible memory model: coverage of episodes by pages."""
+    """The KiwiFS-compatible memory model: coverage of episodes by pages.
+
+    Example: memdir memory report --json --fail-under 90
+    """
 
 
 @memory_group.command("report")
@@ -23,7 +27,8 @@ def memory_group() -> None:
 @click.option(
     "--fail-under",
     type=click.FloatRange(0, 100),
-    help="Exit 1 when coverage_pct is below PCT.",
+    metavar="PCT",
+    help="Exit 1 when coverage_pct is below PCT (a store with no episodic file passes).",
 )
 @click.pass_context
 def report_cmd(
@@ -56,26 +61,35 @@ def report_cmd(
             find_root()
         except StoreNotFound:
             folder = Path.cwd()
+    # With no episodic file coverage_pct is 0 (as KiwiFS reports it) though nothing is left
+    # unmerged: --fail-under has nothing to fail on. None: read from the JSON if needed.
+    episodes: int | None
     if folder is not None:
         report = coverage.report_for_folder(folder, prefix=episodes_prefix)
         text = coverage.dumps_report(report) if as_json else coverage.render_text(report)
-        pct, warnings = report.coverage_pct, report.warnings
+        pct, warnings, episodes = report.coverage_pct, report.warnings, report.total_episodic
     else:
         with memory(ctx, chosen) as mem:
             if as_json:  # served as cached text: no parsing, no encoding
                 cached = mem.memory_report_text(episodes_prefix=episodes_prefix)
                 text, pct, warnings = cached.json, cached.coverage_pct, cached.warnings
+                episodes = None
             else:
                 report = mem.memory_report(episodes_prefix=episodes_prefix)
                 text = coverage.render_text(report)
                 pct, warnings = report.coverage_pct, report.warnings
+                episodes = report.total_episodic
     for warning in warnings:
         click.echo(f"warning: {warning}", err=True)
     if as_json:
         sys.stdout.write(text + "\n")
     else:
         click.echo(text, nl=False)
-    if fail_under is not None and pct < fail_under:
+    if fail_under is None or pct >= fail_under:
+        return
+    if episodes is None:
+        episodes = int(json.loads(text)["total_episodic"])
+    if episodes:
         click.echo(
             f"error: coverage {pct:.1f}% is below --fail-under {fail_under:g}%",
             err=True,

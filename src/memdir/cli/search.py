@@ -9,7 +9,12 @@ from .context import echo_json, memory, root_flag
 
 @click.command("search")
 @click.argument("query")
-@click.option("--limit", type=int, default=None, help="How many results (default 10).")
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="How many results, 1-1000 (default search.default_limit: 10).",
+)
 @click.option("--path-prefix", help="Only paths starting with this prefix.")
 @click.option("--kind", help="Only this memory_kind (episodic, semantic ...).")
 @click.option("--type", "type_", help="Only this frontmatter type.")

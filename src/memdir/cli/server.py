@@ -17,7 +17,10 @@ from .context import echo_json, root_flag, root_option
 
 @click.group("token")
 def token_group() -> None:
-    """Bearer tokens for the HTTP API and MCP over HTTP (stored hashed in .memdir/config.toml)."""
+    """Bearer tokens for the HTTP API and MCP over HTTP (stored hashed in .memdir/config.toml).
+
+    Example: memdir token create planner --scope write --prefix episodes/
+    """
 
 
 def _config_path(ctx: click.Context, root: str | None) -> Path:

@@ -8,29 +8,47 @@ from pathlib import Path
 import click
 
 from ..errors import InvalidInput
-from .context import echo_json, memory, read_input, root_flag
+from .context import echo_json, memory, read_input, root_flag, root_option
 
 
 @click.command("init")
-@click.argument("directory", required=False, default=".", type=click.Path(file_okay=False))
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option(
     "--force", is_flag=True, help="Add missing parts to an existing store; never clobbers."
 )
-def init_cmd(directory: str, force: bool) -> None:
-    """Create a store in DIRECTORY (default: the current folder).
+@click.pass_context
+def init_cmd(ctx: click.Context, directory: str | None, force: bool) -> None:
+    """Create a store in DIRECTORY (default: memdir --root, MEMDIR_ROOT, else the current folder).
 
     Writes .memdir/config.toml, HARNESS.md, PROGRAM.md, index.md, the folders of
     the layout and a .gitignore for derived files, and makes a git repository
-    with a first commit. Refuses an existing store unless --force.
+    with a first commit. Refuses an existing store unless --force, and a folder
+    inside another store (that store would refuse every write under it).
 
     Example: memdir init ~/agent-memory
     """
     from ..service import Memory
 
-    with Memory.init(Path(directory), force=force) as mem:
+    target = Path(directory or root_option(ctx, None) or ".").expanduser()
+    _refuse_nested_store(target)
+    with Memory.init(target, force=force) as mem:
         mem.sync()
         root = mem.root
     click.echo(f"initialised memdir store in {root}")
+
+
+def _refuse_nested_store(target: Path) -> None:
+    """Refuse to make a store inside another one: the outer store's git would skip the inner
+    folder, so every write of the outer store under it is refused from then on."""
+    from ..store import is_store
+
+    here = target.resolve()
+    outer = next((p for p in here.parents if is_store(p)), None)
+    if outer is not None:
+        raise InvalidInput(
+            f"{here} is inside the memdir store {outer}; a store nested in another makes "
+            "the outer one refuse every write under it: choose a folder outside it"
+        )
 
 
 @click.command("write")
@@ -69,6 +87,10 @@ def write_cmd(
             content = read_input(mem, file_, label=f"--file {file_}")
         else:
             content = read_input(mem, None)
+            if not content:
+                raise InvalidInput(
+                    "no content on stdin (nothing was piped); to write an empty file use --text ''"
+                )
         result = mem.write(path, content, provenance=provenance, actor=actor, message=message)
     if as_json:
         echo_json(
@@ -94,7 +116,7 @@ def write_cmd(
 def read_cmd(ctx: click.Context, path: str, section: str | None, root: str | None) -> None:
     """Print the file at PATH, or one --section of it.
 
-    Example: memdir read wiki/ops/deploys/rollback.md --section "Key takeaways"
+    Example: memdir read wiki/ops/deploys/rollback.md --section "Key points"
     """
     with memory(ctx, root) as mem:
         result = mem.read(path, section=section)
@@ -186,7 +208,10 @@ def doctor_cmd(ctx: click.Context, as_json: bool, root: str | None) -> None:
             click.echo(f"invalid YAML frontmatter: {item['path']}: {item['error']}")
         for rel in data["invalid_utf8"]:
             click.echo(f"not UTF-8: {rel}")
-        click.echo("index in step with the files" if report.ok else "index differs from the files")
+        if report.ok:
+            click.echo("index in step with the files")
+        else:
+            click.echo("index differs from the files: `memdir reindex` brings it in step")
     if not report.ok:
         ctx.exit(1)
 

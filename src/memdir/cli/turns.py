@@ -141,6 +141,9 @@ def record_cmd(
     Example: memdir turn record --thread t1 --input "deploy?" --output "done"
     --worklog run.jsonl --parent 01jf... --keyword deploy
     """
+    for flag, value, from_file in (("input", input_, input_file), ("output", output, output_file)):
+        if value is not None and from_file is not None:
+            raise InvalidInput(f"give either --{flag} or --{flag}-file, not both")
     with memory(ctx, root) as mem:
         data: dict[str, Any] = {}
         if input_ is None and output is None and input_file is None and output_file is None:
@@ -202,6 +205,8 @@ def show_cmd(ctx: click.Context, turn_id: str, raw: bool, as_json: bool, root: s
     with memory(ctx, root) as mem:
         if raw:
             data = mem.turn_worklog(turn_id)
+            if not data:
+                click.echo(f"note: turn {turn_id} was recorded without a work log", err=True)
             out = sys.stdout.buffer
             out.write(data)
             out.flush()
@@ -310,5 +315,11 @@ def context_cmd(
         pack = mem.context(thread=thread, user=user, keywords=_split(keywords), budget=budget)
     if as_json:
         echo_json(pack.to_dict())
-    else:
-        sys.stdout.write(pack.text)
+        return
+    sys.stdout.write(pack.text)
+    if pack.omitted:
+        click.echo(
+            f"note: {len(pack.omitted)} item(s) did not fit the budget of {pack.budget} tokens "
+            "(--json lists them)",
+            err=True,
+        )
