@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from ..errors import MemdirError
 
@@ -37,18 +38,73 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
+_SOURCES = ("body", "query", "path", "header", "cookie")
+
+
 def describe_validation(exc: RequestValidationError) -> str:
-    """One readable line for the first problem pydantic found."""
+    """One readable line for the first problems pydantic found."""
     problems = []
     for err in exc.errors():
         if err.get("type") == "json_invalid":
             ctx = err.get("ctx") or {}
             detail = ctx.get("error", "")
             return f"malformed JSON body: {detail}".rstrip(": ")
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        loc = [str(p) for p in err.get("loc", ())]
+        if loc and loc[0] in _SOURCES:
+            # only the first item says where the value came from; a field may be called
+            # "path" or "query" too (forget's path)
+            loc = loc[1:]
+        if not loc and tuple(err.get("loc", ())) == ("body",):
+            return _whole_body(err)
         where = ".".join(loc) or "body"
         problems.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(problems[:3]) or "invalid request"
+
+
+def _whole_body(err: Any) -> str:
+    """What is wrong with the body as a whole: missing, or not a JSON object."""
+    if err.get("type") == "missing":
+        return "the request body is missing: send a JSON object"
+    value = err.get("input")
+    for kind, name in _JSON_KINDS:
+        if isinstance(value, kind):
+            return f"the request body must be a JSON object, not {name}"
+    return "the request body must be a JSON object"
+
+
+_JSON_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (bool, "true or false"),
+    ((int, float), "a number"),
+    (str, "a string"),
+    (list, "an array"),
+)
+
+
+def _not_json(request: Request, exc: RequestValidationError) -> str | None:
+    """The Content-Type of a body sent as something other than JSON (FastAPI did not parse
+    it), else None. A missing body is not this case: it has nothing to mislabel."""
+    whole = [e for e in exc.errors() if tuple(e.get("loc", ())) == ("body",)]
+    if not whole or whole[0].get("type") == "missing":
+        return None
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "application/json" or kind.endswith("+json"):
+        return None
+    return kind or "none"
+
+
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette names only the first route's,
+    so a DELETE on /v1/files/... was told to use GET when PUT works too)."""
+    routes = request.app.router.routes
+    allowed = []
+    for method in _METHODS:
+        scope = {**request.scope, "method": method}
+        if any(route.matches(scope)[0] == Match.FULL for route in routes):
+            allowed.append(method)
+    return allowed
 
 
 def install(app: FastAPI) -> None:
@@ -60,6 +116,10 @@ def install(app: FastAPI) -> None:
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        sent_as = _not_json(request, exc)
+        if sent_as is not None:
+            message = f"send the body as JSON with Content-Type: application/json (got {sent_as})"
+            return error_response(415, "unsupported_media_type", message)
         message = describe_validation(exc)
         code = "malformed_json" if message.startswith("malformed JSON") else "invalid_input"
         return error_response(400, code, message)
@@ -70,9 +130,14 @@ def install(app: FastAPI) -> None:
         message = str(exc.detail) if exc.detail else code.replace("_", " ")
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.method} {request.url.path}"
+        headers = dict(exc.headers or {})
+        allowed = _allowed_methods(request) if exc.status_code == 405 else []
+        if allowed:
+            named = " or ".join(m for m in allowed if m != "HEAD")
+            message = f"{request.method} is not allowed on {request.url.path}; use {named}"
+            headers["Allow"] = ", ".join(allowed)
         response = error_response(exc.status_code, code, message)
-        if exc.headers:
-            response.headers.update(exc.headers)
+        response.headers.update(headers)
         return response
 
     async def not_unicode(request: Request, exc: Exception) -> JSONResponse:

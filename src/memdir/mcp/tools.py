@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -32,6 +32,7 @@ Provenance = Annotated[
     str | None, Field(description="Where this came from, as type:id (e.g. run:42, session:abc).")
 ]
 Actor = Annotated[str | None, Field(description="Who is writing (your agent name).")]
+SearchMode = Literal["auto", "bm25", "vector", "hybrid"]
 
 
 def register(server: MCPServer, t: Tooling) -> None:
@@ -83,7 +84,7 @@ def register(server: MCPServer, t: Tooling) -> None:
         "MODE TWO - search memory during a turn when you need something specific. Ranked "
         "pointers (path, title, snippet, score, why), never whole bodies: `read` the paths you "
         "need. Any text is a valid query. Filter by path prefix (episodes/, wiki/), kind "
-        "(episodic, semantic) or frontmatter type."
+        "(episodic, semantic), frontmatter type or other frontmatter fields (where)."
     )
     def search(
         *,
@@ -93,7 +94,16 @@ def register(server: MCPServer, t: Tooling) -> None:
         path_prefix: Prefix = None,
         kind: Annotated[str | None, Field(description="memory_kind: episodic or semantic.")] = None,
         type: Annotated[str | None, Field(description="Frontmatter type, e.g. turn.")] = None,
-        mode: Annotated[str | None, Field(description="bm25, vector, hybrid or auto.")] = None,
+        where: Annotated[
+            list[str] | None,
+            Field(
+                description="Frontmatter filters as key=value, e.g. status=stable; all must hold."
+            ),
+        ] = None,
+        mode: Annotated[
+            SearchMode | None,
+            Field(description="auto (default: hybrid when vectors can be used, else bm25)."),
+        ] = None,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             extra: dict[str, Any] = {"mode": mode} if mode else {}
@@ -103,6 +113,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 path_prefix=p.confine(path_prefix),
                 kind=kind,
                 type=type,
+                where=where or [],
                 **extra,
             )
             return [h.to_dict() for h in hits]
@@ -118,8 +129,12 @@ def register(server: MCPServer, t: Tooling) -> None:
         pattern: Annotated[str, Field(description="A regular expression.")],
         ctx: Context,
         path_prefix: Prefix = None,
-        ignore_case: bool = False,
-        limit: Annotated[int, Field(ge=1, le=10000)] = 200,
+        ignore_case: Annotated[
+            bool, Field(description="Match upper and lower case alike.")
+        ] = False,
+        limit: Annotated[
+            int, Field(description="Stop after this many lines.", ge=1, le=10000)
+        ] = 200,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             hits = mem.grep(
@@ -161,18 +176,23 @@ def register(server: MCPServer, t: Tooling) -> None:
         *,
         thread: Annotated[str, Field(description="The conversation or task thread id.")],
         ctx: Context,
-        input: Annotated[str, Field(description="What you were asked.")] = "",
+        input: Annotated[
+            str, Field(description="What you were asked (give input, output or both).")
+        ] = "",
         output: Annotated[str, Field(description="What you answered.")] = "",
         parents: Annotated[
             list[str] | None, Field(description="Ids of the turns this one used.")
         ] = None,
-        keywords: list[str] | None = None,
+        keywords: Annotated[
+            list[str] | None,
+            Field(description="A few words about the turn's topic, kept in the record."),
+        ] = None,
         worklog: Annotated[
             list[dict[str, Any]] | None,
             Field(description="The tool-call loop: one object per step (tool, args, result)."),
         ] = None,
-        user: str = "",
-        channel: str = "",
+        user: Annotated[str, Field(description="The user id, if any.")] = "",
+        channel: Annotated[str, Field(description="Channel (cli, slack, api ...).")] = "",
         provenance: Provenance = None,
         actor: Actor = None,
     ) -> CallToolResult:
@@ -212,7 +232,7 @@ def register(server: MCPServer, t: Tooling) -> None:
     def turn_ancestors(
         turn_id: Annotated[str, Field(description="The turn id.")],
         ctx: Context,
-        depth: Annotated[int, Field(ge=1, le=1000)] = 10,
+        depth: Annotated[int, Field(description="How many generations up.", ge=1, le=1000)] = 10,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             check_turn(p, turn_id)
@@ -258,9 +278,15 @@ def register(server: MCPServer, t: Tooling) -> None:
     )
     def memory_report(
         ctx: Context,
-        episodes_prefix: Prefix = None,
-        limit: Annotated[int | None, Field(ge=0, description="Page size of the lists.")] = None,
-        offset: Annotated[int, Field(ge=0)] = 0,
+        episodes_prefix: Annotated[
+            str | None,
+            Field(description="Where episodes live (default from the store's config: episodes/)."),
+        ] = None,
+        limit: Annotated[
+            int | None,
+            Field(ge=0, description="Page size of episodic_files and unmerged (default: all)."),
+        ] = None,
+        offset: Annotated[int, Field(ge=0, description="Start of the page.")] = 0,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             from .. import coverage
@@ -283,10 +309,16 @@ def register(server: MCPServer, t: Tooling) -> None:
         *,
         page: Path,
         ctx: Context,
-        episode: Annotated[str | None, Field(description="The episode id.")] = None,
-        type: Annotated[str, Field(description="episode, run, session, trace ...")] = "episode",
-        path: Annotated[str | None, Field(description="The episode's path.")] = None,
-        note: str | None = None,
+        episode: Annotated[
+            str | None, Field(description="The episode id (give episode, path or both).")
+        ] = None,
+        type: Annotated[
+            str, Field(description="What the source is: episode, run, session, trace ...")
+        ] = "episode",
+        path: Annotated[
+            str | None, Field(description="The episode's store-relative path (or give episode).")
+        ] = None,
+        note: Annotated[str | None, Field(description="A short note kept in the entry.")] = None,
         actor: Actor = None,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
@@ -353,12 +385,16 @@ def register(server: MCPServer, t: Tooling) -> None:
         packet: Annotated[
             dict[str, Any] | None, Field(description="The completed plan; omit to auto-write.")
         ] = None,
+        limit: Annotated[
+            int | None,
+            Field(description="Without a packet: at most this many sources.", ge=1, le=100_000),
+        ] = None,
         actor: Actor = None,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             p.require_unconfined("consolidate")
             who = actor or (p.name if p.authenticated else None)
-            return mem.consolidate(apply=packet, actor=who)
+            return mem.consolidate(apply=packet, limit=limit, actor=who)
 
         return t.run(ctx, "write", "consolidate_apply", body)
 

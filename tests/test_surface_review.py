@@ -1,0 +1,215 @@
+"""What an agent builder meets first over HTTP and MCP: errors that say what to fix, and
+tool arguments that match the HTTP API and the CLI. Real server on loopback, real MCP
+client session."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp.client import Client
+
+from conftest import run_cli
+from http_server import Live, live_server
+from test_mcp import http_client, ok, text_of
+
+NO_VECTORS: dict[str, dict[str, Any]] = {"embeddings": {"enabled": False}}
+
+
+@pytest.fixture
+def live(store_root: Path) -> Iterator[Live]:
+    with live_server(store_root, NO_VECTORS) as server:
+        yield server
+
+
+def error_of(response: httpx.Response) -> dict[str, str]:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    return dict(body["error"])
+
+
+# -- HTTP: errors that name the problem --------------------------------------------------
+
+
+def test_a_missing_field_called_path_is_named(live: Live) -> None:
+    """The field's name was taken for the request part: forget without a path said "body"."""
+    with live.client() as client:
+        missing = client.post("/v1/forget", json={"reason": "old"})
+        wrong = client.post("/v1/forget", json={"path": 5})
+    assert missing.status_code == 400 and wrong.status_code == 400
+    assert error_of(missing)["message"].startswith("path: ")
+    assert error_of(wrong)["message"].startswith("path: ")
+
+
+@pytest.mark.parametrize("kind", ["application/x-www-form-urlencoded", "text/plain", None])
+def test_a_body_not_sent_as_json_is_415_naming_the_content_type(
+    live: Live, store_root: Path, kind: str | None
+) -> None:
+    """`curl -d` without a JSON Content-Type: FastAPI does not parse it, and the answer was
+    "Input should be a valid dictionary or object to extract fields from"."""
+    body = json.dumps({"content": "# A\n"}).encode()
+    headers = {"Content-Type": kind} if kind else {}
+    with live.client() as client:
+        response = client.put("/v1/files/notes/a.md", content=body, headers=headers)
+    error = error_of(response)
+    assert response.status_code == 415 and error["code"] == "unsupported_media_type"
+    assert "application/json" in error["message"]
+    assert (kind or "none") in error["message"]
+    assert not (store_root / "notes/a.md").exists()
+
+
+@pytest.mark.parametrize(("value", "name"), [([], "an array"), ("x", "a string"), (3, "a number")])
+def test_a_json_body_that_is_not_an_object_says_so(live: Live, value: Any, name: str) -> None:
+    with live.client() as client:
+        response = client.put("/v1/files/notes/a.md", json=value)
+    error = error_of(response)
+    assert response.status_code == 400 and error["code"] == "invalid_input"
+    assert "JSON object" in error["message"] and name in error["message"]
+
+
+def test_a_missing_body_says_so(live: Live) -> None:
+    with live.client() as client:
+        response = client.post("/v1/turns", headers={"Content-Type": "application/json"})
+    error = error_of(response)
+    assert response.status_code == 400 and "body is missing" in error["message"]
+
+
+def test_an_optional_body_may_still_be_empty(live: Live) -> None:
+    """An empty body is not mislabelled: reindex takes none."""
+    with live.client() as client:
+        response = client.post(
+            "/v1/reindex",
+            content=b"",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+    assert response.status_code == 200, response.text
+
+
+def test_wrong_method_names_every_method_the_path_takes(live: Live) -> None:
+    """Starlette's 405 named only the first route's method: DELETE on a file said GET,
+    though PUT writes it."""
+    with live.client() as client:
+        on_file = client.delete("/v1/files/notes/a.md")
+        on_merge = client.get("/v1/merge")
+    assert on_file.status_code == 405 and on_merge.status_code == 405
+    assert error_of(on_file)["code"] == "method_not_allowed"
+    assert {m.strip() for m in on_file.headers["allow"].split(",")} == {"GET", "PUT"}
+    assert "GET" in error_of(on_file)["message"] and "PUT" in error_of(on_file)["message"]
+    assert "DELETE" in error_of(on_file)["message"]
+    assert on_merge.headers["allow"] == "POST" and "POST" in error_of(on_merge)["message"]
+
+
+# -- MCP: arguments an agent can follow, the same as HTTP and the CLI ----------------------
+
+
+def run_mcp(client: Client, body: Any) -> Any:
+    async def go() -> Any:
+        async with client:
+            return await body(client)
+
+    return anyio.run(go)
+
+
+def test_search_tool_filters_by_frontmatter_like_http_and_cli(live: Live, store_root: Path) -> None:
+    """HTTP and the CLI take `where` filters; the MCP search tool did not."""
+    for name, status in (("a", "stable"), ("b", "draft")):
+        note = f"---\nstatus: {status}\n---\n# Rollback {name}\n\nFlip the switch back.\n"
+        with live.client() as client:
+            assert client.put(f"/v1/files/wiki/{name}.md", json={"content": note}).status_code
+    with live.client() as client:
+        over_http = client.get("/v1/search", params={"q": "rollback", "where": "status=stable"})
+    http_paths = [hit["path"] for hit in over_http.json()]
+    cli = run_cli(
+        "--root", str(store_root), "search", "rollback", "--where", "status=stable", "--json"
+    )
+    cli_paths = [hit["path"] for hit in json.loads(cli.stdout)]
+
+    async def body(client: Client) -> Any:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        schema = tools["search"].input_schema["properties"]
+        hits = ok(
+            await client.call_tool("search", {"query": "rollback", "where": ["status=stable"]})
+        )
+        bad = await client.call_tool("search", {"query": "rollback", "where": ["status"]})
+        return schema, [h["path"] for h in hits], bad
+
+    schema, mcp_paths, bad = run_mcp(http_client(live.url), body)
+    assert "where" in schema
+    assert mcp_paths == http_paths == cli_paths == ["wiki/a.md"]
+    assert bad.is_error and text_of(bad).startswith("error: ")
+
+
+def test_search_tool_lists_its_modes(live: Live) -> None:
+    """The mode was free text; a model had to guess the spelling from the description."""
+
+    async def body(client: Client) -> Any:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        mode = tools["search"].input_schema["properties"]["mode"]
+        refused = await client.call_tool("search", {"query": "x", "mode": "semantic"})
+        return mode, refused
+
+    mode, refused = run_mcp(http_client(live.url), body)
+    choices = {v for option in mode["anyOf"] for v in option.get("enum", ())}
+    cli_help = run_cli("search", "--help").stdout.decode()
+    assert choices and all(choice in cli_help for choice in choices)
+    assert {"bm25", "auto"} <= choices
+    assert refused.is_error and "mode" in text_of(refused)
+
+
+def test_consolidate_apply_takes_a_limit_like_http(live: Live, store_root: Path) -> None:
+    """HTTP and the CLI consolidate at most `limit` sources; the MCP tool had no limit."""
+    with live.client() as client:
+        placed = client.post(
+            "/v1/ingest",
+            json={"sources": [{"name": f"n{i}.txt", "content": f"note {i}"} for i in range(3)]},
+        )
+    assert placed.status_code == 201
+    inbox = sorted(p.name for p in (store_root / "inbox").glob("*.md"))
+    assert len(inbox) == 3
+
+    async def body(client: Client) -> Any:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        schema = tools["consolidate_apply"].input_schema["properties"]
+        return schema, ok(await client.call_tool("consolidate_apply", {"limit": 1}))
+
+    schema, outcome = run_mcp(http_client(live.url), body)
+    assert "limit" in schema
+    left = sorted(p.name for p in (store_root / "inbox").glob("*.md"))
+    handled = [s["source"] for s in outcome["quarantined"]] + list(outcome["skipped"])
+    assert len(handled) == 1 and len(left) == 2, outcome
+
+
+def test_argument_descriptions_say_what_a_call_needs(live: Live) -> None:
+    """Every argument a model fills in is described; merge says it needs an episode or a
+    path (neither is required by the schema alone)."""
+
+    async def body(client: Client) -> Any:
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+    tools = run_mcp(http_client(live.url), body)
+    undescribed = [
+        f"{name}.{arg}"
+        for name, tool in tools.items()
+        for arg, spec in tool.input_schema.get("properties", {}).items()
+        if not spec.get("description")
+    ]
+    assert undescribed == [], undescribed
+    merge = tools["merge"].input_schema["properties"]
+    assert "path" in merge["episode"]["description"]
+    assert "episode" in merge["path"]["description"]
+    prefix = tools["memory_report"].input_schema["properties"]["episodes_prefix"]
+    assert "Only paths" not in prefix["description"]
+
+
+def test_mcp_doc_lists_every_tool(live: Live) -> None:
+    async def body(client: Client) -> Any:
+        return [t.name for t in (await client.list_tools()).tools]
+
+    names = run_mcp(http_client(live.url), body)
+    doc = (Path(__file__).parent.parent / "docs" / "mcp.md").read_text()
+    assert names and [n for n in names if f"| `{n}` |" not in doc] == []
