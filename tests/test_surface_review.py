@@ -213,3 +213,110 @@ def test_mcp_doc_lists_every_tool(live: Live) -> None:
     names = run_mcp(http_client(live.url), body)
     doc = (Path(__file__).parent.parent / "docs" / "mcp.md").read_text()
     assert names and [n for n in names if f"| `{n}` |" not in doc] == []
+
+
+# -- MCP: every verb the HTTP API serves ----------------------------------------------------
+
+HTTP_VERBS_AS_TOOLS = {
+    "POST /v1/forget": "forget",
+    "POST /v1/evaluate": "evaluate",
+    "POST /v1/reflect": "reflect",
+    "POST /v1/episodes": "episode_add",
+    "GET /v1/doctor": "doctor",
+    "POST /v1/reindex": "reindex",
+    "GET /v1/turns/{turn_id}/descendants": "turn_descendants",
+}
+
+
+def test_every_verb_of_the_http_api_is_a_tool(live: Live) -> None:
+    """The design has every interface expose the same verbs; MCP had no forget (an agent
+    could not retire a wrong memory), evaluate, reflect, episodes, doctor, reindex or
+    descendants."""
+    with live.client() as client:
+        spec = client.get("/openapi.json").json()
+    served = {f"{m.upper()} {path}" for path, ops in spec["paths"].items() for m in ops}
+    assert set(HTTP_VERBS_AS_TOOLS) <= served
+
+    async def body(client: Client) -> Any:
+        return {t.name for t in (await client.list_tools()).tools}
+
+    tools = run_mcp(http_client(live.url), body)
+    assert set(HTTP_VERBS_AS_TOOLS.values()) - tools == set()
+
+
+def test_forget_tool_supersedes_like_http(live: Live, store_root: Path) -> None:
+    note = "# Old deploy\n\nDeploys go through the red switch.\n"
+    with live.client() as client:
+        for name in ("a", "b"):
+            assert client.put(f"/v1/files/wiki/{name}.md", json={"content": note}).is_success
+        over_http = client.post("/v1/forget", json={"path": "wiki/a.md", "reason": "wrong"})
+    assert over_http.status_code == 200
+
+    async def body(client: Client) -> Any:
+        forgot = ok(await client.call_tool("forget", {"path": "wiki/b.md", "reason": "wrong"}))
+        hits = ok(await client.call_tool("search", {"query": "red switch"}))
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        return forgot, hits, tools["forget"].annotations
+
+    forgot, hits, annotations = run_mcp(http_client(live.url), body)
+    assert set(forgot) == set(over_http.json()) and forgot["purged"] is False
+    assert (store_root / "wiki/b.md").exists() and hits == []
+    assert annotations is not None and annotations.destructive_hint is True
+
+
+def test_purging_over_mcp_needs_an_admin_token(store_root: Path) -> None:
+    from test_auth import create_token
+
+    writer = create_token(store_root, "writer", "write")
+    admin = create_token(store_root, "admin", "admin")
+    (store_root / "wiki").mkdir(exist_ok=True)
+    (store_root / "wiki/old.md").write_text("# Old\n\nnote\n")
+
+    async def purge(client: Client) -> Any:
+        return await client.call_tool("forget", {"path": "wiki/old.md", "purge": True})
+
+    with live_server(store_root, NO_VECTORS) as server:
+        refused = run_mcp(http_client(server.url, writer), purge)
+        assert refused.is_error and "admin" in text_of(refused)
+        assert (store_root / "wiki/old.md").exists()
+        done = run_mcp(http_client(server.url, admin), purge)
+    assert ok(done)["purged"] is True and not (store_root / "wiki/old.md").exists()
+
+
+def test_maintenance_and_dag_tools_answer_as_http(live: Live, store_root: Path) -> None:
+    with live.client() as client:
+        first = client.post("/v1/turns", json={"thread": "t", "input": "a", "output": "b"})
+        second = client.post(
+            "/v1/turns",
+            json={"thread": "t", "input": "c", "output": "d", "parents": [first.json()["id"]]},
+        )
+        turn_id = first.json()["id"]
+        down_http = client.get(f"/v1/turns/{turn_id}/descendants").json()
+        doctor_http = client.get("/v1/doctor").json()
+
+    async def body(client: Client) -> Any:
+        return (
+            ok(await client.call_tool("turn_descendants", {"turn_id": turn_id})),
+            ok(await client.call_tool("doctor", {})),
+            ok(await client.call_tool("reindex", {})),
+            ok(
+                await client.call_tool(
+                    "episode_add",
+                    {"kind": "life", "situation": "a rollback failed", "outcome": "failure"},
+                )
+            ),
+            ok(await client.call_tool("reflect", {})),
+            await client.call_tool("evaluate", {}),
+        )
+
+    down, doctor, reindexed, episode, reflected, evaluated = run_mcp(http_client(live.url), body)
+    assert [n["id"] for n in down] == [n["id"] for n in down_http] == [second.json()["id"]]
+    assert doctor == doctor_http and doctor["ok"] is True
+    assert reindexed["scanned"] >= 2 and "changed_paths" in reindexed
+    assert (store_root / episode["path"]).exists() and episode["path"].startswith("episodes/life/")
+    assert reflected["episodes"] >= 1
+    cli = run_cli("--root", str(store_root), "evaluate")
+    if evaluated.is_error:
+        assert text_of(evaluated) == cli.stderr.decode().strip()
+    else:
+        assert cli.returncode == 0

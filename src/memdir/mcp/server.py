@@ -7,6 +7,7 @@ bearer token's scope and prefix; over stdio the caller is the local user.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,7 @@ Mode two, during the turn, only when you need something precise: `search` (ranke
 (walk the turn DAG). Search returns pointers, never bodies: read what you need.
 At the end of the turn call `turn_record` with your input, output, the ids of the turns you
 used as parents, and your work log. Write files with `write` (give provenance type:id).
+When a memory turns out wrong or stale, `forget` it (superseded: hidden, not deleted).
 """
 
 
@@ -60,6 +62,8 @@ def _default(value: Any) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
     return str(value)
 
 

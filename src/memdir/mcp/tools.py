@@ -22,6 +22,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+REMOVES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
 Path = Annotated[str, Field(description="Store-relative path, e.g. wiki/ops/deploys.md")]
 Prefix = Annotated[
@@ -39,10 +40,12 @@ def register(server: MCPServer, t: Tooling) -> None:
     """Add every tool to ``server``."""
     mem = t.memory
 
-    def tool(description: str, *, writes: bool = False) -> Callable[[F], F]:
+    def tool(
+        description: str, *, writes: bool = False, annotations: ToolAnnotations | None = None
+    ) -> Callable[[F], F]:
         return server.tool(
             description=description,
-            annotations=WRITES if writes else READ_ONLY,
+            annotations=annotations or (WRITES if writes else READ_ONLY),
             structured_output=False,
         )
 
@@ -240,6 +243,21 @@ def register(server: MCPServer, t: Tooling) -> None:
 
         return t.run(ctx, "read", "turn_ancestors", body)
 
+    @tool(
+        "MODE TWO - walk the turn DAG downwards: the turns that used this turn as a parent "
+        "(and the turns that used those ...), nearest first, with their ids and paths."
+    )
+    def turn_descendants(
+        turn_id: Annotated[str, Field(description="The turn id.")],
+        ctx: Context,
+        depth: Annotated[int, Field(description="How many generations down.", ge=1, le=1000)] = 10,
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            check_turn(p, turn_id)
+            return covered(p, mem.descendants(turn_id, depth=depth))
+
+        return t.run(ctx, "read", "turn_descendants", body)
+
     # -- writing and the memory model ----------------------------------------------------
 
     @tool(
@@ -332,6 +350,34 @@ def register(server: MCPServer, t: Tooling) -> None:
             )
 
         return t.run(ctx, "write", "merge", body)
+
+    @tool(
+        "Forget a document that is wrong or out of date. By default it is superseded: kept "
+        "in the store and in git history, hidden from search, grep, walk and context. "
+        "purge deletes the file instead (needs an admin token).",
+        annotations=REMOVES,
+    )
+    def forget(
+        *,
+        path: Path,
+        ctx: Context,
+        reason: Annotated[str | None, Field(description="Why it is forgotten.")] = None,
+        purge: Annotated[
+            bool, Field(description="Delete the file instead of superseding it (admin).")
+        ] = False,
+        actor: Actor = None,
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            if purge:
+                p.require("admin", "purging a file")
+            return mem.forget(
+                t.path(p, path),
+                reason=reason,
+                purge=purge,
+                actor=actor or (p.name if p.authenticated else None),
+            )
+
+        return t.run(ctx, "write", "forget", body)
 
     # -- the knowledge engine ------------------------------------------------------------
 
@@ -428,5 +474,93 @@ def register(server: MCPServer, t: Tooling) -> None:
 
         return t.run(ctx, "write", "refine", body)
 
+    @tool(
+        "Run the store's evaluation questions (evals/questions.yaml) through query: hit@k, "
+        "MRR and files read, compared with the previous run. Records the run.",
+        writes=True,
+    )
+    def evaluate(ctx: Context) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.require_unconfined("evaluate")
+            return mem.evaluate()
+
+        return t.run(ctx, "write", "evaluate", body)
+
+    @tool(
+        "Learn from experience: merge recurring insights of episodes into LESSONS.md, "
+        "distil old episodes and regenerate SNAPSHOT.md (the snapshot `context` starts "
+        "with). Run it at the end of a session or after consolidating.",
+        writes=True,
+    )
+    def reflect(ctx: Context) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.require_unconfined("reflect")
+            return mem.reflect()
+
+        return t.run(ctx, "write", "reflect", body)
+
+    @tool(
+        "Record an experience episode for `reflect` to learn from: life (something that "
+        "happened, with the actions taken, the outcome and its insights) or signal (a "
+        "recurring cue worth noticing).",
+        writes=True,
+    )
+    def episode_add(
+        *,
+        kind: Annotated[Literal["life", "signal"], Field(description="life or signal.")],
+        situation: Annotated[str, Field(description="What the situation was.")],
+        ctx: Context,
+        actions: Annotated[
+            list[str] | None, Field(description="What was done, one step each.")
+        ] = None,
+        outcome: Annotated[
+            Literal["success", "partial", "failure"], Field(description="How it went.")
+        ] = "success",
+        insights: Annotated[
+            list[str] | None, Field(description="What to remember next time.")
+        ] = None,
+        tags: Annotated[list[str] | None, Field(description="Tags for finding it.")] = None,
+        intent: Annotated[str, Field(description="What you were trying to do.")] = "",
+        slug: Annotated[
+            str | None, Field(description="A short name for a signal episode's file.")
+        ] = None,
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.check_path(f"episodes/{kind}/")
+            return mem.episode_add(
+                kind=kind,
+                situation=situation,
+                actions=actions or (),
+                outcome=outcome,
+                insights=insights or (),
+                tags=tags or (),
+                intent=intent,
+                slug=slug,
+            )
+
+        return t.run(ctx, "write", "episode_add", body)
+
+    # -- index maintenance ---------------------------------------------------------------
+
+    @tool("Compare the index with the files (changes nothing): what is missing or stale.")
+    def doctor(ctx: Context) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            p.require_unconfined("doctor")
+            return mem.doctor()
+
+        return t.run(ctx, "read", "doctor", body)
+
+    @tool(
+        "Bring the index in step with the files, or rebuild it from them (full). Rarely "
+        "needed: edits are indexed as they happen. Needs an admin token over HTTP.",
+        writes=True,
+    )
+    def reindex(
+        ctx: Context,
+        full: Annotated[bool, Field(description="Rebuild the index from scratch.")] = False,
+    ) -> CallToolResult:
+        return t.run(ctx, "admin", "reindex", lambda p: mem.reindex(full=full))
+
     _ = (context, search, grep, read, walk, turn_record, turn_show, turn_ancestors)
-    _ = (write, memory_report, merge, ingest, consolidate_plan, consolidate_apply, query, refine)
+    _ = (turn_descendants, write, memory_report, merge, forget, ingest, consolidate_plan)
+    _ = (consolidate_apply, query, refine, evaluate, reflect, episode_add, doctor, reindex)
