@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import coverage, frontmatter
-from ..errors import InvalidInput
+from ..errors import InvalidInput, MemdirError, ProviderError
 from ..harness import Harness
 from ..program import Program
 from . import routing, wiki
@@ -238,7 +238,7 @@ def run(
             continue
         for bundle in route.bundles:
             request, _ = _request(root, program, harness, src, bundle, cache=cache, recall=recall)
-            draft = writer.write(request)
+            draft = _draft(writer, request)
             at = rfc3339(now_utc())
             text = render_article(request, draft, at=at, actor=actor)
             problems = check(request, text)
@@ -262,6 +262,18 @@ def run(
                 wiki.Article(rel, bundle, request.topic, slug, parsed.fm, parsed.body, None)
             )
     return out
+
+
+def _draft(writer: Writer, request: WriteRequest) -> Draft:
+    """The writer's draft; a writer plugin that raises is a ProviderError naming it and the
+    source (the run then stops and puts back what it wrote)."""
+    try:
+        return writer.write(request)
+    except Exception as exc:  # a plugin's own error: named, not passed on bare
+        raise ProviderError(
+            f"writer '{writer.name}' failed on {request.source.resource}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 # ---- the work packet ---------------------------------------------------------------------
@@ -324,9 +336,19 @@ def plan(
 
 
 def validate_apply(
-    root: Path, program: Program, harness: Harness, data: Any
+    root: Path,
+    program: Program,
+    harness: Harness,
+    data: Any,
+    *,
+    check_file: Callable[[str, str], object] | None = None,
 ) -> list[tuple[str, WriteRequest, str]]:
-    """Check every returned article; InvalidInput lists every reason (nothing is filed)."""
+    """Check every returned article; InvalidInput lists every reason (nothing is filed).
+
+    ``check_file(path, text)`` (Store.check_document) raises for an article no write would
+    accept (a lone surrogate, a NUL byte, over the size limit): refused here with the rest,
+    not discovered while the articles are being written.
+    """
     if not isinstance(data, Mapping) or not isinstance(data.get("articles"), list):
         raise InvalidInput('apply file must be JSON {"articles": [...]}')
     pending = {s.path: s for s in unseen_sources(root)}
@@ -377,6 +399,12 @@ def validate_apply(
             continue
         title = frontmatter.parse(text).fm.get("title")
         rel = target_path(root, request, str(title), taken)
+        if check_file is not None:
+            try:
+                check_file(rel, text)
+            except MemdirError as exc:
+                problems.append(f"{where} ({src.path}): {exc}")
+                continue
         taken.add(rel)
         accepted.append((rel, request, text))
     if problems:

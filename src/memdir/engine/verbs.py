@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import frontmatter, lazy
 from ..errors import ConfigError, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..ids import new_id
-from ..text import lone_surrogate, one_line, read_utf8
+from ..text import actor_name, lone_surrogate, one_line, read_utf8
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -85,15 +85,13 @@ class EngineVerbs:
         current = harness.load(self._root)
         before = harness.pinned(self._root)
         harness.pin(self._root, current.sha256)
-        runs.append(
-            self._root,
+        batch = files.Batch(self.store, self.index)
+        batch.log_run(
             "harness-accept",
             "ok",
             {"sha256": current.sha256[:12], "previous": (before or "none")[:12]},
         )
-        batch = files.Batch(self.store, self.index)
         batch.add_private("config.toml")
-        batch.add_private("runs.tsv")
         batch.commit(f"harness accept: pin HARNESS.md {current.sha256[:12]}")
         return {"sha256": current.sha256, "previous": before, "changed": before != current.sha256}
 
@@ -170,6 +168,11 @@ class EngineVerbs:
             if not text.strip():
                 raise InvalidDocument(f"{name}: the source is empty")
             prepared.append((name, text))
+        from .. import provenance as prov_mod
+
+        # Checked before anything is written: a malformed value is refused for every source.
+        given = prov_mod.parse(provenance) if provenance else None
+        author = actor_name(actor) if actor and actor.strip() else ACTOR
         out = []
         batch = files.Batch(self.store, self.index)
         for name, text in prepared:
@@ -186,12 +189,10 @@ class EngineVerbs:
                     "source_name": name,
                 }
             )
-            if provenance or actor:
-                from .. import provenance as prov_mod
-
-                kind, ident = prov_mod.parse(provenance) if provenance else ("ingest", name)
-                who = (actor or "").strip() or "anonymous"
-                entry = prov_mod.derived_entry(kind, ident, who)
+            if given is not None:
+                # derived-from records a given provenance (as --provenance and X-Provenance
+                # do for any write); an actor alone only authors the commit.
+                entry = prov_mod.derived_entry(*given, actor)
                 current = fm.get("derived-from")
                 # appended, as every write appends: the source's own entries are kept
                 if isinstance(current, list):
@@ -204,7 +205,7 @@ class EngineVerbs:
             rel = f"inbox/{eid}-{stem}.md"
             batch.write(rel, frontmatter.render(fm, body))
             out.append({"path": rel, "episode_id": eid, "source": name})
-        batch.commit(f"ingest {len(out)} source(s) into inbox/")
+        batch.commit(f"ingest {len(out)} source(s) into inbox/", actor=author)
         self.sync()
         return out
 
@@ -236,48 +237,52 @@ class EngineVerbs:
             return consolidating.plan(root, prog, h, recall=recall)
         who = (actor or "").strip() or ACTOR
         batch = files.Batch(self.store, self.index)
-        if apply is not None:
-            data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
-            accepted = consolidating.validate_apply(root, prog, h, data)
-            outcome = consolidating.Outcome()
-            for rel, request, text in accepted:
-                batch.write(rel, text)
-                outcome.articles.append(rel)
-                outcome.bundles.add(request.bundle)
-            writer_name = "agent"
-        else:
-            writer = writing.make_writer(self.settings)
-            writer_name = writer.name
-            outcome = consolidating.run(
-                batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
+        # All or nothing: if any step fails (an article no write accepts, a provider that
+        # raises, a full disk), every file is put back and the inbox stays as it was.
+        with batch.all_or_nothing("consolidate"):
+            if apply is not None:
+                data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
+                accepted = consolidating.validate_apply(
+                    root, prog, h, data, check_file=self.store.check_document
+                )
+                outcome = consolidating.Outcome()
+                for rel, request, text in accepted:
+                    batch.write(rel, text)
+                    outcome.articles.append(rel)
+                    outcome.bundles.add(request.bundle)
+                writer_name = "agent"
+            else:
+                writer = writing.make_writer(self.settings)
+                writer_name = writer.name
+                outcome = consolidating.run(
+                    batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
+                )
+            outcome.lessons_recalled = len(lessons)
+            for bundle in sorted(outcome.bundles):
+                wiki.regenerate(batch, root, prog, bundle)
+            wiki.regenerate_top(batch, root, prog)
+            notes = {
+                "articles": len(outcome.articles),
+                "quarantined": len(outcome.quarantined),
+                "skipped": len(outcome.skipped),
+                "bundles": ",".join(sorted(outcome.bundles)) or "-",
+                "writer": writer_name,
+                "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
+            }
+            status = "ok" if not outcome.skipped else "partial"
+            batch.log_run("consolidate", status, notes)
+            self._operational(
+                batch,
+                "consolidate",
+                situation=f"consolidate {len(outcome.articles)} article(s) from the inbox",
+                actions=[f"filed {p}" for p in outcome.articles[:20]]
+                + [f"quarantined {q['source']}: {q['reason']}" for q in outcome.quarantined],
+                outcome="success" if status == "ok" else "partial",
+                insights=self._consolidate_insights(outcome),
             )
-        outcome.lessons_recalled = len(lessons)
-        for bundle in sorted(outcome.bundles):
-            wiki.regenerate(batch, root, prog, bundle)
-        wiki.regenerate_top(batch, root, prog)
-        notes = {
-            "articles": len(outcome.articles),
-            "quarantined": len(outcome.quarantined),
-            "skipped": len(outcome.skipped),
-            "bundles": ",".join(sorted(outcome.bundles)) or "-",
-            "writer": writer_name,
-            "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
-        }
-        status = "ok" if not outcome.skipped else "partial"
-        runs.append(root, "consolidate", status, notes)
-        batch.add_private("runs.tsv")
-        self._operational(
-            batch,
-            "consolidate",
-            situation=f"consolidate {len(outcome.articles)} article(s) from the inbox",
-            actions=[f"filed {p}" for p in outcome.articles[:20]]
-            + [f"quarantined {q['source']}: {q['reason']}" for q in outcome.quarantined],
-            outcome="success" if status == "ok" else "partial",
-            insights=self._consolidate_insights(outcome),
-        )
-        audit = self._refine_into(batch, label_run=True)
-        reflected = self._reflect_into(batch)
-        self.sync()
+            audit = self._refine_into(batch, label_run=True)
+            reflected = self._reflect_into(batch)
+            self.sync()
         message = (
             f"consolidate: {len(outcome.articles)} article(s) in "
             f"{', '.join(sorted(outcome.bundles)) or 'no bundle'}, "
@@ -394,8 +399,7 @@ class EngineVerbs:
                 notes["name"] = name
             bad = [b for b, v in audit.okf.items() if v]
             notes["okf"] = "conformant" if not bad else "violations:" + ",".join(bad)
-            runs.append(self._root, "refine", "ok", notes, head=head)
-            batch.add_private("runs.tsv")
+            batch.log_run("refine", "ok", notes, head=head)
         return result
 
     # -- query ---------------------------------------------------------------------------
@@ -452,9 +456,8 @@ class EngineVerbs:
         )
         for tier, value in result["recall_by_tier"].items():
             notes[f"recall_tier{tier}"] = value
-        runs.append(self._root, "evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
         batch = files.Batch(self.store, self.index)
-        batch.add_private("runs.tsv")
+        batch.log_run("evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
         self._operational(
             batch,
             "evaluate",
@@ -530,8 +533,7 @@ class EngineVerbs:
             outcome="success",
             insights=["Reflection keeps the snapshot within its cap."],
         )
-        runs.append(
-            self._root,
+        batch.log_run(
             "reflect",
             "ok",
             {
@@ -541,7 +543,6 @@ class EngineVerbs:
                 "snapshot_tokens": result["snapshot_tokens"],
             },
         )
-        batch.add_private("runs.tsv")
         batch.commit(
             f"reflect: {result['lessons']} lessons, {len(result['distilled'])} episodes distilled"
         )
@@ -562,10 +563,11 @@ class EngineVerbs:
         lessons = reflect.lessons_from(episodes)
         stamped = reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days)
         for ep in stamped:
-            self.store.update_frontmatter(
-                ep.path, lambda fm: fm.__setitem__("distilled", True), actor=ACTOR
+            # Through the batch, so a run that fails later puts the episode back too.
+            text = read_utf8(self._root / ep.path)
+            batch.write(
+                ep.path, frontmatter.edit(text, lambda fm: fm.__setitem__("distilled", True))
             )
-            batch.paths.append(ep.path)
         gone = {e.path for e in stamped}
         live = [dataclasses.replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
         batch.write("LESSONS.md", reflect.render_lessons(lessons))
