@@ -14,6 +14,7 @@ import pytest
 
 from conftest import run_cli
 from memdir.cli import COMMANDS, cli
+from memdir.errors import Conflict
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 README = DOCS.parent / "README.md"
@@ -56,7 +57,7 @@ def every_command() -> list[tuple[str, click.Command]]:
 def test_init_refuses_a_folder_inside_a_store(store_root: Path) -> None:
     inner = store_root / "wiki" / "inner"
     done = run_cli("init", str(inner))
-    assert done.returncode == 2
+    assert done.returncode == Conflict.exit_code  # refused by Store.init, like an existing store
     message = done.stderr.decode()
     assert message.startswith("error: ") and str(store_root) in message
     assert not inner.exists()

@@ -373,7 +373,7 @@ def test_compactor_failure_is_recorded_in_the_record(tmp_path: Path) -> None:
         back = mem.turn_show(rec.id)
     assert back.extra["compactor"] == "default"
     assert "base_url and model are not set" in back.extra["compact_error"]
-    assert "Tools (1 calls): grep" in back.compact
+    assert "Tools (1 call): grep" in back.compact
 
 
 def test_the_index_and_the_turns_name_the_same_type() -> None:

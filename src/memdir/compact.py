@@ -186,7 +186,8 @@ class DefaultCompactor:
         lines: list[str] = []
         if counts:
             summary = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in counts.items())
-            lines.append(f"Tools ({sum(counts.values())} calls): {summary}")
+            total = sum(counts.values())
+            lines.append(f"Tools ({total} call{'' if total == 1 else 's'}): {summary}")
         else:
             lines.append("No tool calls.")
         if errors:

@@ -299,9 +299,11 @@ def check(root: Path) -> Harness:
     if expected is None:
         pin(root, harness.sha256)
     elif expected != harness.sha256:
+        # Names the engine verbs that call check(); the store's writes (write, merge, turn
+        # record, forget) never read the harness.
         raise HarnessChanged(
             "HARNESS.md changed since it was pinned "
-            f"(pinned {expected[:12]}, now {harness.sha256[:12]}); writing verbs refuse until "
-            "`memdir harness accept`"
+            f"(pinned {expected[:12]}, now {harness.sha256[:12]}); ingest, consolidate, bundle "
+            "add, bundle remove, episode add and reflect refuse until `memdir harness accept`"
         )
     return harness

@@ -268,13 +268,23 @@ class Store:
 
     @staticmethod
     def init(directory: Path, *, force: bool = False, git: bool = True) -> Path:
-        """Create the store layout in ``directory``; refuse an existing store unless ``force``.
+        """Create the store layout in ``directory``; refuse an existing store unless ``force``,
+        and a folder inside another store (Conflict naming the outer store).
 
         Never overwrites an existing file, even with ``force``: it only adds what is missing.
         """
         directory = directory.expanduser()
         if directory.exists() and not directory.is_dir():
             raise StoreExists(f"{directory} exists and is not a folder")
+        # The outer store's git would skip the inner folder, so every write of the outer
+        # store under it would be refused from then on.
+        here = directory.resolve()
+        outer = next((p for p in here.parents if is_store(p)), None)
+        if outer is not None:
+            raise Conflict(
+                f"{here} is inside the memdir store {outer}; a store nested in another makes "
+                "the outer one refuse every write under it: choose a folder outside it"
+            )
         if is_store(directory) and not force:
             raise StoreExists(
                 f"{directory} is already a memdir store; use --force to add missing parts"

@@ -114,14 +114,18 @@ def consolidate_cmd(
     with memory(ctx, root) as mem:
         result: dict[str, Any] = mem.consolidate(plan=plan, apply=apply_file, limit=limit)
     if plan or as_json:
+        # The JSON on stdout is usually redirected to a file: say on stderr which sources
+        # stay in inbox/ and why, so they are not missed.
+        for reason in result["skipped"]:
+            click.echo(f"skipped {reason}", err=True)
         echo_json(result)
         return
     for path in result["articles"]:
         click.echo(f"filed {path}")
     for q in result["quarantined"]:
         click.echo(f"quarantined {q['source']}: {q['reason']}")
-    for s in result["skipped"]:
-        click.echo(f"skipped {s}")
+    for reason in result["skipped"]:
+        click.echo(f"skipped {reason}")
     for note in result["notes"]:
         click.echo(f"note: {note}")
     click.echo(result["commit"])
@@ -206,6 +210,8 @@ def evaluate_cmd(ctx: click.Context, as_json: bool, root: str | None) -> None:
     """
     with memory(ctx, root) as mem:
         result = mem.evaluate()
+    for path in result["missing_expected"]:
+        click.echo(f"warning: expected path not found: {path}", err=True)
     if as_json:
         echo_json(result)
         return

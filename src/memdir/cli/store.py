@@ -30,25 +30,10 @@ def init_cmd(ctx: click.Context, directory: str | None, force: bool) -> None:
     from ..service import Memory
 
     target = Path(directory or root_option(ctx, None) or ".").expanduser()
-    _refuse_nested_store(target)
     with Memory.init(target, force=force) as mem:
         mem.sync()
         root = mem.root
     click.echo(f"initialised memdir store in {root}")
-
-
-def _refuse_nested_store(target: Path) -> None:
-    """Refuse to make a store inside another one: the outer store's git would skip the inner
-    folder, so every write of the outer store under it is refused from then on."""
-    from ..store import is_store
-
-    here = target.resolve()
-    outer = next((p for p in here.parents if is_store(p)), None)
-    if outer is not None:
-        raise InvalidInput(
-            f"{here} is inside the memdir store {outer}; a store nested in another makes "
-            "the outer one refuse every write under it: choose a folder outside it"
-        )
 
 
 @click.command("write")

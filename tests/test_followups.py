@@ -1,0 +1,202 @@
+"""Follow-ups of a review: evaluate warns of missing expected paths, consolidate shows the
+sources it skips, the harness error names the verbs that refuse, init refuses a nested store in
+the core, and the default compactor counts one call in the singular."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_cli
+from memdir.compact import DefaultCompactor
+from memdir.errors import Conflict, HarnessChanged
+from memdir.service import Memory
+from memdir.store import Store, is_store
+
+BREAD = (
+    "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights of "
+    "flour and water. A starter kept in the fridge needs feeding the day before baking bread.\n"
+)
+BROKEN = (
+    "---\ntitle: [never closed\nbundle: kitchen\n---\n# Bread crust\n\nA hot oven with steam "
+    "gives bread a crisp crust when baking.\n"
+)
+
+
+@pytest.fixture
+def kitchen(tmp_path: Path) -> Iterator[Memory]:
+    mem = Memory.open(Store.init(tmp_path / "store"))
+    mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, oven")
+    yield mem
+    mem.close()
+
+
+def _drop(root: Path, rel: str, text: str) -> None:
+    """A file placed by hand in the store and committed, like a user's own change."""
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_text(text, encoding="utf-8")
+    for args in (["add", "-A"], ["commit", "-q", "-m", f"drop {rel}"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+# ---- evaluate: expected paths that are not files -----------------------------------------
+
+
+def test_evaluate_warns_on_stderr_of_each_missing_expected_path(kitchen: Memory) -> None:
+    kitchen.ingest([("bread.md", BREAD)])
+    [article] = kitchen.consolidate()["articles"]
+    missing = ["wiki/kitchen/none/gone.md", "wiki/kitchen/typo/artcle.md"]
+    (kitchen.root / "evals/questions.yaml").write_text(
+        "questions:\n"
+        "  - question: how often to feed a sourdough starter\n"
+        f"    expected: [{article}, {missing[0]}]\n"
+        "  - question: what gives bread a crisp crust\n"
+        f"    expected: [{missing[1]}]\n",
+        encoding="utf-8",
+    )
+    root = str(kitchen.root)
+    text = run_cli("--root", root, "evaluate")
+    assert text.returncode == 0, text.stderr
+    warnings = text.stderr.decode().splitlines()
+    assert warnings == [f"warning: expected path not found: {p}" for p in missing]
+    assert text.stdout.decode().startswith("run=evaluate ")
+    assert "warning" not in text.stdout.decode()
+
+    as_json = run_cli("--root", root, "evaluate", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["missing_expected"] == missing  # stdout stays JSON
+    assert as_json.stderr.decode().splitlines() == warnings
+
+
+# ---- consolidate: sources left in inbox/ ---------------------------------------------------
+
+
+def test_consolidate_shows_the_skipped_sources_with_plan_and_without(kitchen: Memory) -> None:
+    _drop(kitchen.root, "inbox/crust.md", BROKEN)
+    kitchen.ingest([("bread.md", BREAD)])
+    root = str(kitchen.root)
+
+    plan = run_cli("--root", root, "consolidate", "--plan")
+    assert plan.returncode == 0, plan.stderr
+    packet = json.loads(plan.stdout)  # stdout is only the packet, fit for `> packet.json`
+    [reason] = packet["skipped"]
+    assert reason.startswith("inbox/crust.md: ") and "frontmatter" in reason
+    assert f"skipped {reason}" in plan.stderr.decode().splitlines()
+
+    run = run_cli("--root", root, "consolidate")
+    assert run.returncode == 0, run.stderr
+    assert f"skipped {reason}" in run.stdout.decode().splitlines()
+    assert (kitchen.root / "inbox/crust.md").read_text(encoding="utf-8") == BROKEN
+
+
+def test_the_docs_say_where_consolidate_reports_skipped_sources() -> None:
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    for name in ("commands.md", "engine.md"):
+        text = " ".join((docs / name).read_text(encoding="utf-8").split())
+        assert "`skipped <path>: <why>`" in text, name
+        assert "stderr with `--plan`" in text, name
+
+
+# ---- the harness error names the verbs that refuse --------------------------------------
+
+
+def test_the_harness_error_names_exactly_the_verbs_that_refuse(kitchen: Memory) -> None:
+    kitchen.write("notes/a.md", "# A\n")
+    harness = kitchen.root / "HARNESS.md"
+    harness.write_text(harness.read_text(encoding="utf-8") + "\nA deliberate change.\n")
+    # Every verb that writes to the store, by its CLI name.
+    verbs: dict[str, Callable[[], Any]] = {
+        "write": lambda: kitchen.write("notes/b.md", "# B\n"),
+        "merge": lambda: kitchen.merge("notes/a.md", episode="e1"),
+        "turn record": lambda: kitchen.record_turn(thread="t", input="hi", output="yo"),
+        "forget": lambda: kitchen.forget("notes/b.md"),
+        "ingest": lambda: kitchen.ingest([("bread.md", BREAD)]),
+        "consolidate": kitchen.consolidate,
+        "bundle add": lambda: kitchen.bundle_add("garden", "tomatoes, compost"),
+        "bundle remove": lambda: kitchen.bundle_remove("kitchen"),
+        "episode add": lambda: kitchen.episode_add(kind="life", situation="a walk"),
+        "reflect": kitchen.reflect,
+    }
+    refused: dict[str, str] = {}
+    for name, call in verbs.items():
+        try:
+            call()
+        except HarnessChanged as exc:
+            refused[name] = str(exc)
+    assert refused and len(set(refused.values())) == 1
+    [message] = set(refused.values())
+    assert "writing verbs" not in message
+    for name in verbs:
+        named = re.search(rf"\b{name}\b", message) is not None
+        assert named is (name in refused), (name, message)
+    assert {"write", "merge", "turn record"}.isdisjoint(refused)  # they still work
+
+    cli = run_cli("--root", str(kitchen.root), "reflect")
+    assert cli.returncode != 0
+    assert cli.stderr.decode().splitlines() == [f"error: {message}"]
+
+
+# ---- init refuses a folder inside another store, in the core -----------------------------
+
+
+def test_store_init_refuses_a_folder_inside_a_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outer = Store.init(tmp_path / "outer")
+    inner = outer / "wiki" / "deep" / "inner"
+    for make in (
+        lambda: Store.init(inner),
+        lambda: Store.init(inner, force=True),
+        lambda: Memory.init(inner),
+    ):
+        with pytest.raises(Conflict, match=re.escape(str(outer))):
+            make()
+    assert not (outer / "wiki" / "deep").exists()  # nothing was made
+    # A relative path is resolved first.
+    monkeypatch.chdir(outer / "episodes")
+    with pytest.raises(Conflict, match=re.escape(str(outer))):
+        Store.init(Path("..") / "notes" / "sub")
+    assert not (outer / "notes" / "sub").exists()
+    # Beside the store (not under it) is fine, and so is re-running init on the store itself.
+    assert is_store(Store.init(tmp_path / "beside"))
+    assert Store.init(outer, force=True) == outer
+
+
+def test_cli_init_inside_a_store_is_one_error_line(tmp_path: Path) -> None:
+    outer = Store.init(tmp_path / "outer")
+    for args, cwd in (
+        (("init", str(outer / "wiki" / "inner")), None),
+        (("init", "inner"), outer / "wiki"),
+        (("--root", str(outer / "inner"), "init"), None),
+    ):
+        result = run_cli(*args, cwd=cwd)
+        assert result.returncode != 0
+        [line] = result.stderr.decode().splitlines()
+        assert line.startswith("error: ") and f"inside the memdir store {outer}" in line
+        assert result.stdout == b""
+    assert not (outer / "wiki" / "inner").exists() and not (outer / "inner").exists()
+
+
+# ---- the default compactor's call count ---------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_the_default_compactor_counts_calls_in_the_right_number(n: int) -> None:
+    log = [{"tool": "grep", "args": {"pattern": f"p{i}"}, "result": "hit"} for i in range(n)]
+    text = DefaultCompactor().compact(log, input="find it", output="found", max_chars=800)
+    first = text.splitlines()[0]
+    noun = "call" if n == 1 else "calls"
+    assert first.startswith(f"- Tools ({n} {noun}): grep")
+    assert "1 calls" not in text
+
+
+def test_a_recorded_turn_with_one_call_says_call(mem: Memory) -> None:
+    rec = mem.record_turn(thread="t", input="x", worklog=[{"tool": "grep", "result": "1"}])
+    compact = mem.turn_show(rec.id).compact
+    assert "Tools (1 call): grep" in compact and "calls" not in compact.splitlines()[0]
