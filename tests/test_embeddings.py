@@ -57,6 +57,36 @@ def test_batching_does_not_change_vectors(minilm: emb.Embedder) -> None:
 
 
 @needs_model
+def test_long_and_short_texts_batched_by_tokens_keep_their_vectors(minilm: emb.Embedder) -> None:
+    # Rows of very different lengths land in different batches, and back in input order.
+    long = " ".join(["the starter smelled of acetone until it was fed"] * 40)
+    texts = [long, "fed", long.upper(), "a short turn", long[:300]] * 3
+    together = minilm.embed(texts)
+    alone = np.vstack([minilm.embed([t]) for t in texts])
+    assert np.allclose(together, alone, atol=1e-4)
+
+
+@given(
+    st.lists(st.integers(min_value=1, max_value=300), max_size=60),
+    st.integers(min_value=1, max_value=40),
+    st.integers(min_value=1, max_value=5000),
+)
+def test_token_batches_cover_every_row_within_both_limits(
+    lengths: list[int], rows: int, tokens: int
+) -> None:
+    batches = emb.token_batches(lengths, rows, tokens)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for batch in batches:
+        assert 1 <= len(batch) <= rows
+        padded = len(batch) * max(lengths[i] for i in batch)
+        assert padded <= tokens or len(batch) == 1  # a row longer than the budget goes alone
+    # Shortest first: a batch never holds a row shorter than one of an earlier batch.
+    tops = [max(lengths[i] for i in b) for b in batches]
+    bottoms = [min(lengths[i] for i in b) for b in batches]
+    assert all(tops[k] <= bottoms[k + 1] for k in range(len(batches) - 1))
+
+
+@needs_model
 def test_fast_queries_are_close_to_documents_and_leave_documents_exact(
     minilm: emb.Embedder,
 ) -> None:

@@ -288,21 +288,26 @@ class MiniLMEmbedder(Embedder):
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out  # type: ignore[no-any-return]
-        # Sort by length so each batch pads little; put rows back in input order.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         with self._lock:
             session = self._documents()
-            for lo in range(0, len(order), self.batch_size):
-                idx = order[lo : lo + self.batch_size]
-                out[idx] = self._embed_batch([texts[i] for i in idx], session)
+            encodings = self._encode(list(texts))
+            for idx in token_batches(
+                [len(e.ids) for e in encodings], self.batch_size, BATCH_TOKENS
+            ):
+                out[idx] = self._run([encodings[i] for i in idx], session)
         return out  # type: ignore[no-any-return]
 
+    def _encode(self, texts: list[str]) -> list[Any]:
+        return self._tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
+
     def _embed_batch(self, texts: list[str], session: Any) -> Matrix:
+        return self._run(self._encode(texts), session)
+
+    def _run(self, encodings: list[Any], session: Any) -> Matrix:
         np = self._np
-        encodings = self._tokenizer.encode_batch([t if t.strip() else "[UNK]" for t in texts])
         width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros((len(texts), width), dtype=np.int64)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
         for row, enc in enumerate(encodings):
             ids[row, : len(enc.ids)] = enc.ids
             mask[row, : len(enc.ids)] = 1
@@ -313,6 +318,33 @@ class MiniLMEmbedder(Embedder):
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return normalise(pooled.astype(np.float32))
+
+
+# Tokens (rows x padded width) in one batch of documents. Attention holds rows x width^2
+# values per head, so a batch of 32 full windows peaked at 700 MB; at 4096 tokens a batch
+# of long chunks is 16 rows, one of short turns stays at ``batch_size`` rows, and both
+# embed as fast (docs/benchmarks.md, "Embedding batches").
+BATCH_TOKENS = 2048
+
+
+def token_batches(lengths: Sequence[int], rows: int, tokens: int) -> list[list[int]]:
+    """Indexes of ``lengths`` in batches of similar length, shortest first.
+
+    A batch has at most ``rows`` rows and, padded to its longest row, at most ``tokens``
+    tokens; a row longer than ``tokens`` goes alone.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        # Sorted: the row being added is the batch's longest.
+        if current and (len(current) >= rows or (len(current) + 1) * lengths[i] > tokens):
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
 
 
 _cache: dict[tuple[str, str, str, int, int, bool, str, str, str], Embedder] = {}
