@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,45 @@ def test_ingest_records_derived_from_only_with_a_provenance(eng: Memory) -> None
     fm = frontmatter.parse((eng.root / given["path"]).read_text()).fm
     [entry] = fm["derived-from"]
     assert (entry["type"], entry["id"], entry["actor"]) == ("run", "42", "bot")
+
+
+def test_ingest_of_a_source_too_large_once_stamped_files_none(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "store")
+    mem = Memory.open(root, overrides={"store": {"max_file_bytes": 2000}})
+    try:
+        mem.sync()
+        before, dirs, head = state(mem)
+        big = "Flour and water make a starter. " * 60  # under the limit, over it with frontmatter
+        assert len(big.encode()) <= 2000
+        with pytest.raises(MemdirError) as err:
+            mem.ingest([("small.md", SOURCES[0][1]), ("big.md", big)], provenance="run:7")
+        assert str(err.value).startswith("ingest failed and changed nothing")
+        assert "over the limit of 2000 bytes" in str(err.value)
+        assert snapshot(root) == before and folders(root) == dirs
+        assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
+        assert git(root, "rev-parse", "HEAD") == head and mem.index.compare().in_step
+    finally:
+        mem.close()
+
+
+def test_reflect_that_fails_late_unstamps_and_restores_lessons(
+    eng: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(2):
+        eng.episode_add(kind="signal", situation=f"asked for grams {n}", insights=["Use grams."])
+    eng.reflect()
+    before, dirs, head = state(eng)
+    later = reflect.now_utc() + timedelta(days=30)
+
+    def full_disk(**kwargs: Any) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reflect, "render_snapshot", full_disk)
+    with pytest.raises(MemdirError) as err:
+        eng.reflect(now=later)
+    assert str(err.value).startswith("reflect failed and changed nothing")
+    assert_untouched(eng, before, dirs, head)
+    monkeypatch.undo()
+    done = eng.reflect(now=later)  # without the fault, the same run stamps one episode
+    assert len(done["distilled"]) == 1
+    assert git(eng.root, "status", "--porcelain", "--untracked-files=all") == ""

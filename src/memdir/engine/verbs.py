@@ -103,10 +103,11 @@ class EngineVerbs:
         text = read_utf8(self._root / "PROGRAM.md")
         new = program.add_bundle(text, name, scope)
         batch = files.Batch(self.store, self.index)
-        batch.write("PROGRAM.md", new)
-        prog = self.program()
-        wiki.regenerate(batch, self._root, prog, name)
-        wiki.regenerate_top(batch, self._root, prog)
+        with batch.all_or_nothing("bundle add"):
+            batch.write("PROGRAM.md", new)
+            prog = self.program()
+            wiki.regenerate(batch, self._root, prog, name)
+            wiki.regenerate_top(batch, self._root, prog)
         batch.commit(f"bundle add {name}: {' '.join(scope.split())[:60]}")
         self.sync()
         spec = prog.bundle(name)
@@ -132,9 +133,10 @@ class EngineVerbs:
         self._harness(writing=True)
         text = read_utf8(self._root / "PROGRAM.md")
         batch = files.Batch(self.store, self.index)
-        batch.write("PROGRAM.md", program.remove_bundle(text, name))
-        kept = len(wiki.articles(self._root, name))
-        wiki.regenerate_top(batch, self._root, self.program())
+        with batch.all_or_nothing("bundle remove"):
+            batch.write("PROGRAM.md", program.remove_bundle(text, name))
+            kept = len(wiki.articles(self._root, name))
+            wiki.regenerate_top(batch, self._root, self.program())
         batch.commit(f"bundle remove {name} ({kept} articles kept on disk)")
         self.sync()
         return {"bundle": name, "articles_kept": kept}
@@ -175,36 +177,39 @@ class EngineVerbs:
         author = actor_name(actor) if actor and actor.strip() else ACTOR
         out = []
         batch = files.Batch(self.store, self.index)
-        for name, text in prepared:
-            eid = new_id()
-            parsed = frontmatter.parse(text)
-            fm: dict[str, Any] = dict(parsed.fm) if parsed.has_block and not parsed.error else {}
-            body = parsed.body if parsed.has_block and not parsed.error else text
-            fm.update(
-                {
-                    "episode_id": eid,
-                    "memory_kind": "episodic",
-                    "type": "ingest",
-                    "ingested": reflect.rfc3339(reflect.now_utc()),
-                    "source_name": name,
-                }
-            )
-            if given is not None:
-                # derived-from records a given provenance (as --provenance and X-Provenance
-                # do for any write); an actor alone only authors the commit.
-                entry = prov_mod.derived_entry(*given, actor)
-                current = fm.get("derived-from")
-                # appended, as every write appends: the source's own entries are kept
-                if isinstance(current, list):
-                    fm["derived-from"] = [*current, entry]
-                elif current is None:
-                    fm["derived-from"] = [entry]
-                else:  # an unexpected shape is kept, never dropped
-                    fm["derived-from"] = [current, entry]
-            stem = terms.slugify(Path(name).stem if name != "-" else "stdin", 40)
-            rel = f"inbox/{eid}-{stem}.md"
-            batch.write(rel, frontmatter.render(fm, body))
-            out.append({"path": rel, "episode_id": eid, "source": name})
+        with batch.all_or_nothing("ingest"):
+            for name, text in prepared:
+                eid = new_id()
+                parsed = frontmatter.parse(text)
+                fm: dict[str, Any] = (
+                    dict(parsed.fm) if parsed.has_block and not parsed.error else {}
+                )
+                body = parsed.body if parsed.has_block and not parsed.error else text
+                fm.update(
+                    {
+                        "episode_id": eid,
+                        "memory_kind": "episodic",
+                        "type": "ingest",
+                        "ingested": reflect.rfc3339(reflect.now_utc()),
+                        "source_name": name,
+                    }
+                )
+                if given is not None:
+                    # derived-from records a given provenance (as --provenance and X-Provenance
+                    # do for any write); an actor alone only authors the commit.
+                    entry = prov_mod.derived_entry(*given, actor)
+                    current = fm.get("derived-from")
+                    # appended, as every write appends: the source's own entries are kept
+                    if isinstance(current, list):
+                        fm["derived-from"] = [*current, entry]
+                    elif current is None:
+                        fm["derived-from"] = [entry]
+                    else:  # an unexpected shape is kept, never dropped
+                        fm["derived-from"] = [current, entry]
+                stem = terms.slugify(Path(name).stem if name != "-" else "stdin", 40)
+                rel = f"inbox/{eid}-{stem}.md"
+                batch.write(rel, frontmatter.render(fm, body))
+                out.append({"path": rel, "episode_id": eid, "source": name})
         batch.commit(f"ingest {len(out)} source(s) into inbox/", actor=author)
         self.sync()
         return out
@@ -524,25 +529,26 @@ class EngineVerbs:
         self._harness(writing=True)
         self.sync()
         batch = files.Batch(self.store, self.index)
-        result = self._reflect_into(batch, now=now)
-        self._operational(
-            batch,
-            "reflect",
-            situation=f"reflect over {result['episodes']} episode(s)",
-            actions=[f"{result['lessons']} lessons", f"{len(result['distilled'])} distilled"],
-            outcome="success",
-            insights=["Reflection keeps the snapshot within its cap."],
-        )
-        batch.log_run(
-            "reflect",
-            "ok",
-            {
-                "episodes": result["episodes"],
-                "lessons": result["lessons"],
-                "distilled": len(result["distilled"]),
-                "snapshot_tokens": result["snapshot_tokens"],
-            },
-        )
+        with batch.all_or_nothing("reflect"):
+            result = self._reflect_into(batch, now=now)
+            self._operational(
+                batch,
+                "reflect",
+                situation=f"reflect over {result['episodes']} episode(s)",
+                actions=[f"{result['lessons']} lessons", f"{len(result['distilled'])} distilled"],
+                outcome="success",
+                insights=["Reflection keeps the snapshot within its cap."],
+            )
+            batch.log_run(
+                "reflect",
+                "ok",
+                {
+                    "episodes": result["episodes"],
+                    "lessons": result["lessons"],
+                    "distilled": len(result["distilled"]),
+                    "snapshot_tokens": result["snapshot_tokens"],
+                },
+            )
         batch.commit(
             f"reflect: {result['lessons']} lessons, {len(result['distilled'])} episodes distilled"
         )
