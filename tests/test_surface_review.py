@@ -320,3 +320,48 @@ def test_maintenance_and_dag_tools_answer_as_http(live: Live, store_root: Path) 
         assert text_of(evaluated) == cli.stderr.decode().strip()
     else:
         assert cli.returncode == 0
+
+
+def test_forgotten_documents_can_be_listed_as_over_http(live: Live) -> None:
+    """HTTP and the CLI take include_superseded on ls, search and grep; MCP did not, so an
+    agent could forget a document but never see it again."""
+    note = "# Old deploy\n\nDeploys go through the red switch.\n"
+    with live.client() as client:
+        assert client.put("/v1/files/wiki/old.md", json={"content": note}).is_success
+        assert client.post("/v1/forget", json={"path": "wiki/old.md"}).is_success
+        both = {"prefix": "wiki/", "include_superseded": "true"}
+        ls_http = [r["path"] for r in client.get("/v1/ls", params=both).json()]
+        grep_http = client.get(
+            "/v1/grep", params={"pattern": "red switch", "include_superseded": "true"}
+        ).json()
+
+    async def body(client: Client) -> Any:
+        hidden = ok(await client.call_tool("walk", {"prefix": "wiki/"}))
+        walked = ok(await client.call_tool("walk", {"prefix": "wiki/", "include_superseded": True}))
+        found = ok(
+            await client.call_tool("search", {"query": "red switch", "include_superseded": True})
+        )
+        lines = ok(
+            await client.call_tool("grep", {"pattern": "red switch", "include_superseded": True})
+        )
+        return hidden, walked, found, lines
+
+    hidden, walked, found, lines = run_mcp(http_client(live.url), body)
+    assert hidden == []
+    assert [r["path"] for r in walked] == ls_http == ["wiki/old.md"]
+    assert [h["path"] for h in found] == ["wiki/old.md"]
+    assert lines == grep_http and [h["path"] for h in lines] == ["wiki/old.md"]
+
+
+def test_write_tool_answers_what_http_and_the_cli_answer(live: Live, store_root: Path) -> None:
+    """MCP's write left out the content hash that HTTP and `memdir write --json` return."""
+    with live.client() as client:
+        over_http = client.put("/v1/files/wiki/a.md", json={"content": "# A\n"}).json()
+    cli = run_cli("--root", str(store_root), "write", "wiki/c.md", "--text", "# C\n", "--json")
+
+    async def body(client: Client) -> Any:
+        return ok(await client.call_tool("write", {"path": "wiki/b.md", "content": "# B\n"}))
+
+    over_mcp = run_mcp(http_client(live.url), body)
+    assert list(over_mcp) == list(over_http) == list(json.loads(cli.stdout))
+    assert over_mcp["hash"] and over_mcp["hash"] != over_http["hash"]

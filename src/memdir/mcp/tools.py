@@ -33,6 +33,9 @@ Provenance = Annotated[
     str | None, Field(description="Where this came from, as type:id (e.g. run:42, session:abc).")
 ]
 Actor = Annotated[str | None, Field(description="Who is writing (your agent name).")]
+Superseded = Annotated[
+    bool, Field(description="Also documents that were forgotten (superseded); default no.")
+]
 SearchMode = Literal["auto", "bm25", "vector", "hybrid"]
 
 
@@ -107,6 +110,7 @@ def register(server: MCPServer, t: Tooling) -> None:
             SearchMode | None,
             Field(description="auto (default: hybrid when vectors can be used, else bm25)."),
         ] = None,
+        include_superseded: Superseded = False,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             extra: dict[str, Any] = {"mode": mode} if mode else {}
@@ -117,6 +121,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 kind=kind,
                 type=type,
                 where=where or [],
+                include_superseded=include_superseded,
                 **extra,
             )
             return [h.to_dict() for h in hits]
@@ -138,10 +143,15 @@ def register(server: MCPServer, t: Tooling) -> None:
         limit: Annotated[
             int, Field(description="Stop after this many lines.", ge=1, le=10000)
         ] = 200,
+        include_superseded: Superseded = False,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             hits = mem.grep(
-                pattern, path_prefix=p.confine(path_prefix), ignore_case=ignore_case, limit=limit
+                pattern,
+                path_prefix=p.confine(path_prefix),
+                ignore_case=ignore_case,
+                limit=limit,
+                include_superseded=include_superseded,
             )
             return [h.to_dict() for h in hits]
 
@@ -163,8 +173,13 @@ def register(server: MCPServer, t: Tooling) -> None:
         "MODE TWO - walk the store: list the visible documents (path, title, type, kind) under "
         "a folder, in order. Start at index.md routers or a prefix such as wiki/ or episodes/."
     )
-    def walk(ctx: Context, prefix: Prefix = None) -> CallToolResult:
-        return t.run(ctx, "read", "walk", lambda p: mem.ls(p.confine(prefix)))
+    def walk(
+        ctx: Context, prefix: Prefix = None, include_superseded: Superseded = False
+    ) -> CallToolResult:
+        def body(p: Principal) -> Any:
+            return mem.ls(p.confine(prefix), include_superseded=include_superseded)
+
+        return t.run(ctx, "read", "walk", body)
 
     # -- turns ---------------------------------------------------------------------
 
@@ -285,7 +300,13 @@ def register(server: MCPServer, t: Tooling) -> None:
                 message=message,
                 if_match=if_match,
             )
-            return {"path": r.path, "etag": r.etag, "size": r.size, "created": r.created}
+            return {
+                "path": r.path,
+                "hash": r.hash,
+                "etag": r.etag,
+                "size": r.size,
+                "created": r.created,
+            }
 
         return t.run(ctx, "write", "write", body)
 
