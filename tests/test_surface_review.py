@@ -5,6 +5,8 @@ client session."""
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -365,3 +367,28 @@ def test_write_tool_answers_what_http_and_the_cli_answer(live: Live, store_root:
     over_mcp = run_mcp(http_client(live.url), body)
     assert list(over_mcp) == list(over_http) == list(json.loads(cli.stdout))
     assert over_mcp["hash"] and over_mcp["hash"] != over_http["hash"]
+
+
+def test_access_log_names_the_actor_the_write_records(
+    live: Live, store_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without X-Actor and without tokens the log said actor=local while the file and the
+    git commit said anonymous."""
+    caplog.set_level(logging.INFO, logger="memdir.access")
+    with live.client() as client:
+        written = client.put(
+            "/v1/files/notes/who.md", json={"content": "# W\n"}, headers={"X-Provenance": "run:1"}
+        )
+    assert written.status_code == 201
+    deadline = time.monotonic() + 5
+    lines: list[str] = []
+    while time.monotonic() < deadline and not lines:
+        lines = [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "memdir.access" and "PUT /v1/files/notes/who.md" in r.getMessage()
+        ]
+        time.sleep(0.02)
+    recorded = live.mem.read("notes/who.md").content
+    actor = recorded.split("actor:", 1)[1].split()[0]
+    assert lines and f"actor={actor} " in lines[0], (lines, recorded)

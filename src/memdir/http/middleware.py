@@ -56,6 +56,13 @@ def _check_host(scope: Scope) -> None:
         )
 
 
+def _default_actor(principal: Principal | None) -> str:
+    """The actor a write without ``X-Actor`` records (see ``http.auth.check_actor``)."""
+    if principal is None:
+        return "-"
+    return principal.name if principal.authenticated else "anonymous"
+
+
 class ServerMiddleware:
     """Authenticates every request, bounds its body and writes one access-log line."""
 
@@ -127,7 +134,7 @@ class ServerMiddleware:
         if not access_log.isEnabledFor(logging.INFO):
             return
         client = scope.get("client") or ("-", 0)
-        actor = _header(scope, b"x-actor") or (principal.name if principal else "-")
+        actor = (_header(scope, b"x-actor") or "").strip() or _default_actor(principal)
         token = principal.name if principal is not None and principal.authenticated else "-"
         query = scope.get("query_string", b"").decode("latin-1")
         target = scope.get("path", "") + (f"?{query}" if query else "")
