@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -392,3 +393,21 @@ def test_access_log_names_the_actor_the_write_records(
     recorded = live.mem.read("notes/who.md").content
     actor = recorded.split("actor:", 1)[1].split()[0]
     assert lines and f"actor={actor} " in lines[0], (lines, recorded)
+
+
+def test_consolidate_apply_describes_the_packet_the_plan_asks_for(live: Live) -> None:
+    """The packet was described as "the completed plan", so a model sent the plan back; the
+    plan's contract names the shape apply takes."""
+
+    async def body(client: Client) -> Any:
+        plan = ok(await client.call_tool("consolidate_plan", {}))
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        return plan, tools["consolidate_apply"].input_schema["properties"]["packet"]
+
+    plan, packet = run_mcp(http_client(live.url), body)
+    keys = re.findall(r'"(\w+)"', plan["contract"]["return"])
+    with live.client() as client:
+        spec = client.get("/openapi.json").json()
+    http_apply = spec["components"]["schemas"]["ConsolidateBody"]["properties"]["apply"]
+    assert keys and all(f'"{key}"' in packet["description"] for key in keys), packet
+    assert all(f'"{key}"' in http_apply["description"] for key in keys), http_apply

@@ -33,7 +33,9 @@ class IngestBody(BaseModel):
 
 class ConsolidateBody(BaseModel):
     apply: dict[str, Any] | None = Field(
-        default=None, description="A completed work packet from /v1/consolidate/plan."
+        default=None,
+        description='What the plan\'s contract.return asks for: {"articles": [{"source", '
+        '"bundle", "topic", "article"}]}. Omit it to let memdir write the articles.',
     )
     limit: int | None = Field(default=None, ge=1, le=100_000)
 

@@ -450,7 +450,12 @@ def register(server: MCPServer, t: Tooling) -> None:
     def consolidate_apply(
         ctx: Context,
         packet: Annotated[
-            dict[str, Any] | None, Field(description="The completed plan; omit to auto-write.")
+            dict[str, Any] | None,
+            Field(
+                description='What the plan\'s contract.return asks for: {"articles": [{"source", '
+                '"bundle", "topic", "article"}]}, one article per source. Omit it to let memdir '
+                "write the articles itself."
+            ),
         ] = None,
         limit: Annotated[
             int | None,
