@@ -411,3 +411,29 @@ def test_consolidate_apply_describes_the_packet_the_plan_asks_for(live: Live) ->
     http_apply = spec["components"]["schemas"]["ConsolidateBody"]["properties"]["apply"]
     assert keys and all(f'"{key}"' in packet["description"] for key in keys), packet
     assert all(f'"{key}"' in http_apply["description"] for key in keys), http_apply
+
+
+def test_utf8_actor_and_provenance_headers_are_recorded_as_sent(
+    live: Live, store_root: Path
+) -> None:
+    """Header values reached memdir decoded as Latin-1: X-Actor: José was recorded as
+    JosÃ© in derived-from and as the git author."""
+    actor, origin = "José", "run:ñandú-1"
+    headers = [(b"X-Actor", actor.encode()), (b"X-Provenance", origin.encode())]
+    with live.client() as client:
+        written = client.put("/v1/files/notes/u.md", json={"content": "# U\n"}, headers=headers)
+        assert written.status_code == 201, written.text
+        entry = client.get("/v1/files/notes/u.md").json()["content"]
+    cli = run_cli(
+        "--root", str(store_root), "write", "notes/v.md", "--text", "# V\n",
+        "--actor", actor, "--provenance", origin,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    by_cli = (store_root / "notes/v.md").read_text()
+
+    def derived(text: str) -> list[str]:
+        return [
+            line.strip() for line in text.splitlines() if line.strip().startswith(("id:", "actor:"))
+        ]
+
+    assert derived(entry) == derived(by_cli) and actor in entry

@@ -17,6 +17,7 @@ from .. import provenance
 from ..auth import LOCAL, Principal
 from ..errors import InvalidInput
 from ..service import Memory
+from .middleware import header_text
 
 bearer = HTTPBearer(auto_error=False, description="A memdir token: memdir token create NAME")
 
@@ -56,7 +57,7 @@ def check_actor(value: str | None, principal: Principal) -> str:
     """``X-Actor`` as given; else the token's name; else ``anonymous``."""
     if value is None or not value.strip():
         return principal.name if principal.authenticated else "anonymous"
-    actor = value.strip()
+    actor = header_text(value).strip()
     if len(actor) > 200 or any(ord(c) < 32 or c == "\x7f" for c in actor):
         raise InvalidInput("malformed X-Actor header: at most 200 printable characters")
     return actor
@@ -66,6 +67,7 @@ def check_provenance(value: str | None) -> str | None:
     """``X-Provenance: type:id``; malformed is a 400 (KiwiFS ignores it, memdir does not)."""
     if value is None:
         return None
+    value = header_text(value)
     try:
         provenance.parse(value)
     except InvalidInput as exc:

@@ -36,6 +36,19 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def header_text(value: str) -> str:
+    """A header value as the client wrote it.
+
+    The server hands headers over decoded as Latin-1, so ``X-Actor: José`` sent as UTF-8
+    (what clients send) arrived as ``JosÃ©`` and was recorded so in derived-from and git.
+    Bytes that are not UTF-8 keep their Latin-1 reading.
+    """
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
+
+
 async def _send_error(send: Send, status: int, code: str, message: str) -> None:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -134,7 +147,7 @@ class ServerMiddleware:
         if not access_log.isEnabledFor(logging.INFO):
             return
         client = scope.get("client") or ("-", 0)
-        actor = (_header(scope, b"x-actor") or "").strip() or _default_actor(principal)
+        actor = header_text(_header(scope, b"x-actor") or "").strip() or _default_actor(principal)
         token = principal.name if principal is not None and principal.authenticated else "-"
         query = scope.get("query_string", b"").decode("latin-1")
         target = scope.get("path", "") + (f"?{query}" if query else "")
