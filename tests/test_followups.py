@@ -200,3 +200,50 @@ def test_a_recorded_turn_with_one_call_says_call(mem: Memory) -> None:
     rec = mem.record_turn(thread="t", input="x", worklog=[{"tool": "grep", "result": "1"}])
     compact = mem.turn_show(rec.id).compact
     assert "Tools (1 call): grep" in compact and "calls" not in compact.splitlines()[0]
+
+
+def test_consolidate_with_no_bundle_leaves_the_inbox_as_it_is(tmp_path: Path) -> None:
+    """A fresh store has no bundle: every source was moved to quarantine/ as a misfit."""
+    mem = Memory.open(Store.init(tmp_path / "store"))
+    try:
+        mem.ingest([("starter.md", BREAD.encode())], provenance="run:1")
+        before = sorted(
+            p.relative_to(mem.root) for p in mem.root.rglob("*") if ".git" not in p.parts
+        )
+        with pytest.raises(Conflict, match="bundle add"):
+            mem.consolidate()
+        with pytest.raises(Conflict, match="bundle add"):
+            mem.consolidate(plan=True)
+        after = sorted(
+            p.relative_to(mem.root) for p in mem.root.rglob("*") if ".git" not in p.parts
+        )
+        assert after == before and not list((mem.root / "quarantine").glob("*.md"))
+        # An empty inbox with no bundle is no error: there is nothing to file.
+        for rel in (mem.root / "inbox").glob("*.md"):
+            rel.unlink()
+        assert mem.consolidate()["articles"] == []
+    finally:
+        mem.close()
+
+
+def test_merge_records_its_actor_on_every_surface(kitchen: Memory) -> None:
+    kitchen.write("wiki/page.md", "# Page\n")
+    unnamed = kitchen.merge("wiki/page.md", episode="ep-1")
+    named = kitchen.merge("wiki/page.md", episode="ep-2", actor="planner")
+    assert unnamed["entry"]["actor"] == "anonymous" and named["entry"]["actor"] == "planner"
+
+
+def test_core_errors_do_not_name_cli_flags(kitchen: Memory) -> None:
+    """HTTP and MCP callers see these messages too."""
+    from memdir.errors import InvalidInput, UnsafePath
+
+    with pytest.raises(InvalidInput) as merge:
+        kitchen.merge("wiki/page.md")
+    with pytest.raises(InvalidInput) as walk:
+        kitchen.ancestors("nope")
+    with pytest.raises(UnsafePath) as dots:
+        kitchen.write("wiki/../wiki/x.md", "# X\n")
+    for raised in (merge, walk, dots):
+        assert "--" not in str(raised.value)
+    assert "26-character" in str(walk.value)
+    assert "'..'" in str(dots.value)

@@ -21,6 +21,7 @@ from mcp.types import CallToolResult
 
 from conftest import run_cli
 from http_server import live_server
+from memdir.service import Memory
 
 NO_VECTORS: dict[str, dict[str, Any]] = {"embeddings": {"enabled": False}}
 EXPECTED_TOOLS = {
@@ -184,6 +185,9 @@ def test_mcp_over_http(store_root: Path) -> None:
 
 
 def test_engine_tools_over_stdio(store_root: Path) -> None:
+    with Memory.open(store_root) as mem:
+        mem.bundle_add("ops", "deploys, rollbacks, DNS")
+
     async def go() -> None:
         async with stdio_client(store_root) as client:
             placed = ok(

@@ -166,6 +166,10 @@ def test_search_tool_lists_its_modes(live: Live) -> None:
 
 def test_consolidate_apply_takes_a_limit_like_http(live: Live, store_root: Path) -> None:
     """HTTP and the CLI consolidate at most `limit` sources; the MCP tool had no limit."""
+    assert (
+        run_cli("--root", str(store_root), "bundle", "add", "ops", "--scope", "deploys").returncode
+        == 0
+    )
     with live.client() as client:
         placed = client.post(
             "/v1/ingest",
@@ -437,3 +441,34 @@ def test_utf8_actor_and_provenance_headers_are_recorded_as_sent(
         ]
 
     assert derived(entry) == derived(by_cli) and actor in entry
+
+
+def test_purge_takes_only_a_real_boolean(live: Live, store_root: Path) -> None:
+    """A destructive switch: "yes" or 1 was read as true and deleted the file."""
+    with live.client() as client:
+        assert client.put("/v1/files/wiki/keep.md", json={"content": "# Keep\n"}).is_success
+        for loose in ("yes", 1, "true"):
+            response = client.post("/v1/forget", json={"path": "wiki/keep.md", "purge": loose})
+            assert response.status_code == 400, loose
+            assert error_of(response)["message"].startswith("purge: ")
+    assert (store_root / "wiki/keep.md").is_file()
+
+    async def purge(client: Client) -> Any:
+        return await client.call_tool("forget", {"path": "wiki/keep.md", "purge": "yes"})
+
+    refused = run_mcp(http_client(live.url), purge)
+    assert refused.is_error and (store_root / "wiki/keep.md").is_file()
+
+
+def test_context_budget_has_the_same_ceiling_over_mcp_as_over_http(live: Live) -> None:
+    async def ask(client: Client) -> Any:
+        return [
+            await client.call_tool("context", {"thread": "t", "budget": budget})
+            for budget in (1_000_000, 1_000_001)
+        ]
+
+    within, over = run_mcp(http_client(live.url), ask)
+    assert not within.is_error and over.is_error
+    with live.client() as client:
+        response = client.post("/v1/context", json={"thread": "t", "budget": 1_000_001})
+    assert response.status_code == 400

@@ -40,7 +40,7 @@ def normalize(rel: str) -> str:
         raise UnsafePath(f"path is more than {MAX_DEPTH} folders deep: {rel[:80]}…")
     for part in parts:
         if part == "..":
-            raise UnsafePath(f"path leaves the store: {rel}")
+            raise UnsafePath(f"path has a '..' part (paths are relative to the store root): {rel}")
         if part in PRIVATE_DIRS:
             raise UnsafePath(f"path is inside the private folder {part}/: {rel}")
         try:

@@ -197,7 +197,7 @@ class RetrievalVerbs:
             return "hybrid", None
         if not self.settings.embeddings.enabled:
             raise InvalidInput(
-                f"--mode {wanted} needs embeddings, which are disabled ([embeddings] enabled)"
+                f"mode {wanted} needs embeddings, which are disabled ([embeddings] enabled = false)"
             )
         self.vector_index().check_model()
         return wanted, None

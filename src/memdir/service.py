@@ -255,7 +255,7 @@ class StoreVerbs:
         if not kind:
             raise InvalidInput("merge needs a type")
         if not ident and not ep_path:
-            raise InvalidInput("merge needs an episode id (--episode) or a path (--path)")
+            raise InvalidInput("merge needs an episode id or an episode path (or both)")
         key = f"{kind.lower()}:{ident}" if ident else f"{kind.lower()}:path:{ep_path}"
         entry: dict[str, Any] = {"type": kind}
         if ident:
@@ -263,8 +263,8 @@ class StoreVerbs:
         if ep_path:
             entry["path"] = ep_path
         entry["date"] = provenance.now_rfc3339()
-        if actor:
-            entry["actor"] = actor
+        # As for derived-from: every surface records who merged, "anonymous" when unnamed.
+        entry["actor"] = (actor or "").strip() or "anonymous"
         if note:
             entry["note"] = note
         added = {"value": False}

@@ -104,10 +104,14 @@ def _day(ident: str) -> datetime:
     return datetime.fromtimestamp(id_time_ms(ident) / 1000, tz=UTC)
 
 
+def not_a_turn_id(value: object) -> str:
+    return f"not a turn id: {value!r} (expected a 26-character memdir id)"
+
+
 def turn_path(ident: str) -> str:
     """``episodes/turns/YYYY/MM/DD/<id>.md`` for a turn id (UTC day of the id's time)."""
     if not is_turn_id(ident):
-        raise InvalidInput(f"not a turn id: {ident!r} (expected a 26-character memdir id)")
+        raise InvalidInput(not_a_turn_id(ident))
     return f"{TURNS_DIR}/{_day(ident):%Y/%m/%d}/{ident}.md"
 
 
@@ -507,7 +511,7 @@ class TurnVerbs:
         if not input.strip() and not output.strip():
             raise InvalidInput("a turn needs an input or an output (both are empty)")
         if id is not None and not is_turn_id(id):
-            raise InvalidInput(f"not a turn id: {id!r}")
+            raise InvalidInput(not_a_turn_id(id))
         ident = id or new_id()
         parent_ids = validate_parent_ids(parents, ident)
         kws = validate_keywords(keywords)
@@ -606,7 +610,7 @@ class TurnVerbs:
         which is bounded by ``limit``, answers instead.
         """
         if not is_turn_id(start):
-            raise InvalidInput(f"not a turn id: {start!r}")
+            raise InvalidInput(not_a_turn_id(start))
         if depth < 0 or limit < 1:
             raise InvalidInput("depth must be >= 0 and limit >= 1")
         conn = self.index.conn
@@ -651,7 +655,7 @@ class TurnVerbs:
         levels and stops once ``limit`` turns are found.
         """
         if not is_turn_id(start):
-            raise InvalidInput(f"not a turn id: {start!r}")
+            raise InvalidInput(not_a_turn_id(start))
         if depth < 0 or limit < 1:
             raise InvalidInput("depth must be >= 0 and limit >= 1")
         conn = self.index.conn

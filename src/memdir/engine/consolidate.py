@@ -350,7 +350,7 @@ def validate_apply(
     not discovered while the articles are being written.
     """
     if not isinstance(data, Mapping) or not isinstance(data.get("articles"), list):
-        raise InvalidInput('apply file must be JSON {"articles": [...]}')
+        raise InvalidInput('an apply packet must be a JSON object {"articles": [...]}')
     pending = {s.path: s for s in unseen_sources(root)}
     cache: dict[str, list[wiki.Article]] = {}
     problems: list[str] = []

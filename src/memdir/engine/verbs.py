@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import frontmatter, lazy
-from ..errors import ConfigError, InvalidDocument, InvalidInput, NotFound, TooLarge
+from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..ids import new_id
 from ..text import actor_name, lone_surrogate, one_line, read_utf8
 
@@ -235,6 +235,13 @@ class EngineVerbs:
             )
         prog = self.program()
         self.sync()
+        if not prog.bundles and apply is None and any(files.markdown_under(self._root, "inbox")):
+            # The same reason: each waiting source would be moved to quarantine/. The store's
+            # state, not the request, is what stops it (409, as for a changed harness).
+            raise Conflict(
+                "PROGRAM.md defines no bundle, so no source can be filed; add one with "
+                "`memdir bundle add NAME --scope '...'` (the inbox is left as it is)"
+            )
         root = self._root
         lessons = self._recall_lessons()
         recall = self._recaller(lessons)

@@ -55,7 +55,10 @@ class MergeBody(BaseModel):
 class ForgetBody(BaseModel):
     path: str
     reason: str | None = None
-    purge: bool = Field(default=False, description="Delete the file entirely (admin token).")
+    # Strict: a destructive switch takes true or false, never "yes" or 1.
+    purge: bool = Field(
+        default=False, strict=True, description="Delete the file entirely (admin token)."
+    )
 
 
 class ReindexBody(BaseModel):

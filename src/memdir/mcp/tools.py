@@ -76,7 +76,9 @@ def register(server: MCPServer, t: Tooling) -> None:
         keywords: Annotated[
             list[str] | None, Field(description="A few words about this turn's topic.")
         ] = None,
-        budget: Annotated[int | None, Field(description="Token budget.", ge=1)] = None,
+        budget: Annotated[
+            int | None, Field(description="Token budget.", ge=1, le=1_000_000)
+        ] = None,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             p.require_unconfined("the context pack")
@@ -384,7 +386,8 @@ def register(server: MCPServer, t: Tooling) -> None:
         ctx: Context,
         reason: Annotated[str | None, Field(description="Why it is forgotten.")] = None,
         purge: Annotated[
-            bool, Field(description="Delete the file instead of superseding it (admin).")
+            bool,
+            Field(description="Delete the file instead of superseding it (admin).", strict=True),
         ] = False,
         actor: Actor = None,
     ) -> CallToolResult:
