@@ -87,6 +87,16 @@ def test_if_match_guards_against_lost_updates(client: httpx.Client, store_root: 
     assert (store_root / "notes/a.md").read_text() == "# A\n\ntwo\n"
 
 
+def test_if_match_takes_a_list_of_tags(client: httpx.Client, store_root: Path) -> None:
+    first = put(client, "notes/a.md", "# A\n\none\n").json()["etag"]
+    second = put(client, "notes/a.md", "# A\n\ntwo\n").json()["etag"]
+    stale_list = put(client, "notes/a.md", "# A\n\nx\n", **{"If-Match": f'{first}, "0123456789"'})
+    assert stale_list.status_code == 412
+    fresh_list = put(client, "notes/a.md", "# A\n\nthree\n", **{"If-Match": f"{first}, {second}"})
+    assert fresh_list.status_code == 200
+    assert (store_root / "notes/a.md").read_text() == "# A\n\nthree\n"
+
+
 @pytest.mark.parametrize("value", ["nocolon", ":id", "run:", "a :", ":"])
 def test_malformed_provenance_is_400_and_writes_nothing(
     client: httpx.Client, store_root: Path, value: str

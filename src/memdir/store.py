@@ -554,11 +554,12 @@ class Store:
             if not target.is_file():
                 raise PreconditionFailed(f"{norm} does not exist (If-Match: *)")
             return
-        wanted = wanted.removeprefix("W/").strip('"')
+        # HTTP allows a list ("a", "b"): the write goes ahead when any of them matches.
+        tags = [t.strip().removeprefix("W/").strip('"') for t in wanted.split(",")]
         if not target.is_file():
             raise PreconditionFailed(f"{norm} does not exist (If-Match {if_match})")
         current = content_hash(target.read_bytes())[:32]
-        if not current.startswith(wanted[:32]) or len(wanted) < 8:
+        if not any(len(tag) >= 8 and current.startswith(tag[:32]) for tag in tags):
             raise PreconditionFailed(
                 f"{norm} changed since it was read (If-Match {if_match} does not match)"
             )
