@@ -10,6 +10,7 @@ returned, whatever the mode, unless ``include_superseded`` is asked for.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .rerank import Reranker
     from .settings import Settings
     from .store import Store
-    from .vectors import FirstPass, VectorIndex, VectorSyncStats
+    from .vectors import FirstPass, VectorHit, VectorIndex, VectorSyncStats
 
 MODES = ("auto", "bm25", "vector", "hybrid")
 # After the embedder fails (its server is down), `auto` searches keep to keywords this
@@ -174,7 +175,9 @@ class RetrievalVerbs:
             return "bm25", None
         if wanted == "auto":
             if not self.settings.embeddings.enabled:
-                return "bm25", "embeddings are disabled ([embeddings] enabled = false)"
+                return "bm25", (
+                    "keyword search only: embeddings are disabled ([embeddings] enabled = false)"
+                )
             down = self._embedder_down()
             if down is not None:
                 return "bm25", down
@@ -301,9 +304,10 @@ class RetrievalVerbs:
             return hits
         texts = self._texts_for([h.path for h in head])
         try:
-            scores = list(reranker.score(query, [texts[h.path][:TEXT_CHARS] for h in head]))
-            if len(scores) != len(head):
-                raise ProviderError(f"the reranker gave {len(scores)} scores for {len(head)}")
+            given = list(reranker.score(query, [texts[h.path][:TEXT_CHARS] for h in head]))
+            if len(given) != len(head):
+                raise ProviderError(f"the reranker gave {len(given)} scores for {len(head)}")
+            scores = [_finite_score(value) for value in given]
         except ProviderError as exc:
             for hit in head:
                 hit.why["rerank_error"] = str(exc)
@@ -314,8 +318,8 @@ class RetrievalVerbs:
             hit = head[i]
             hit.why["rank_before_rerank"] = i + 1
             hit.why["rerank_rank"] = rank
-            hit.why["rerank_score"] = round(float(scores[i]), 5)
-            hit.score = round(float(scores[i]), 5)
+            hit.why["rerank_score"] = round(scores[i], 5)
+            hit.score = round(scores[i], 5)
             out.append(hit)
         return out + tail
 
@@ -357,7 +361,7 @@ class RetrievalVerbs:
         found = self.vector_index().search_vector(
             self._query_vector(query), limit=size, filters=flt
         )
-        hits = self._hits_for([h.doc_id for h in found])
+        hits = self._hits_for([h.doc_id for h in found], query, {h.doc_id: h for h in found})
         out = []
         for rank, vh in enumerate(found, start=1):
             hit = hits.get(vh.doc_id)
@@ -412,7 +416,7 @@ class RetrievalVerbs:
         if size > DIVERSIFY_AFTER and fused:
             fused = diversify(fused, self._threads_of([f.key for f in fused]), keep=DIVERSIFY_AFTER)
         top = fused[:size]
-        hits = self._hits_for([f.key for f in top])
+        hits = self._hits_for([f.key for f in top], query, {h.doc_id: h for h in found})
         vscore = {h.doc_id: h.score for h in found}
         out = []
         for item in top:
@@ -420,7 +424,9 @@ class RetrievalVerbs:
             if hit is None:
                 continue
             hit.score = round(item.score, 5)
-            why: dict[str, Any] = {"mode": "hybrid", "rrf": round(item.score, 5)}
+            # `rrf` is the fusion of the ranks alone; the score adds each boost to it.
+            fused_only = item.score - sum(item.boosts.values())
+            why: dict[str, Any] = {"mode": "hybrid", "rrf": round(fused_only, 5)}
             for name, rank in item.ranks.items():
                 why[f"{name}_rank"] = rank
             if item.key in vscore:
@@ -640,8 +646,19 @@ class RetrievalVerbs:
         ).fetchall()
         return {str(r[0]): int(r[1]) for r in rows}
 
-    def _hits_for(self, doc_ids: list[int]) -> dict[int, Hit]:
-        """Pointers (path, title, snippet) for document ids."""
+    def _hits_for(
+        self,
+        doc_ids: list[int],
+        query: str | None = None,
+        chunks: Mapping[int, VectorHit] | None = None,
+    ) -> dict[int, Hit]:
+        """Pointers (path, title, snippet) for document ids.
+
+        A turn's snippet reads ``input → output``. Any other document's snippet is the
+        start of its body, unless that does not show why it was found: then the part
+        that matches the query's words (FTS5's window, as BM25 search shows it, without
+        the brackets) or, for a hit found by meaning alone, the start of its best chunk.
+        """
         from .index.search import present
         from .vectors import passage, turn_parts
 
@@ -654,23 +671,80 @@ class RetrievalVerbs:
             f"WHERE d.id IN ({marks})",
             doc_ids,
         ).fetchall()
+        windows = self._match_windows(query, doc_ids) if query else {}
         out = {}
         for row in rows:
+            doc_id = int(row["id"])
             body = str(row["body"] or "")
             parts = turn_parts(body) if str(row["type"] or "").lower() == "turn" else {}
             if parts.get("input") or parts.get("output"):
                 said = [parts[k] for k in ("input", "output") if parts.get(k)]
                 text = " → ".join(" ".join(p.split()) for p in said)
+            elif doc_id in windows:
+                text = windows[doc_id]
+            elif chunks and doc_id in chunks and chunks[doc_id].chunk_no > 0:
+                text = self._chunk_text(doc_id, chunks[doc_id]) or passage("", body)
             else:
                 text = " ".join(passage("", body).split())
             title, text = present(str(row["title"]), text, row)
-            snippet = text if len(text) <= 160 else text[:157].rsplit(" ", 1)[0] + " …"
-            out[int(row["id"])] = Hit(
+            out[doc_id] = Hit(
                 path=str(row["path"]),
                 title=title,
-                snippet=snippet,
+                snippet=_cut(text, SNIPPET_CHARS),
                 score=0.0,
                 type=row["type"],
                 memory_kind=row["memory_kind"],
             )
         return out
+
+    def _match_windows(self, query: str, doc_ids: list[int]) -> dict[int, str]:
+        """FTS5's window of each document's body that matches the query's words.
+
+        Only documents whose match lies past the start of the body are listed (the
+        window then begins with ``…``): for the others, the start already shows it.
+        """
+        marks = ",".join("?" * len(doc_ids))
+        rows = self.index.conn.execute(
+            f"SELECT rowid, snippet(docs_fts, 1, '', '', '{_ELLIPSIS}', 16) FROM docs_fts "
+            f"WHERE docs_fts MATCH ? AND rowid IN ({marks})",
+            (fts_query(query), *doc_ids),
+        ).fetchall()
+        out = {}
+        for doc_id, window in rows:
+            text = " ".join(str(window or "").split())
+            if text.startswith(_ELLIPSIS.strip()):
+                out[int(doc_id)] = text
+        return out
+
+    def _chunk_text(self, doc_id: int, chunk: VectorHit) -> str:
+        """The words of a document's chunk (a vector hit's best chunk), from its start."""
+        from .vectors import document_texts
+
+        found = document_texts(self.index.conn, doc_id)
+        if found is None:
+            return ""
+        text = " ".join(found[0][chunk.start : chunk.end].split())
+        return f"{_ELLIPSIS.strip()} {text}" if text else ""
+
+
+def _finite_score(value: Any) -> float:
+    """A reranker's score as a float; anything else (text, NaN, infinity) is its failure."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise ProviderError(f"the reranker gave a score that is not a finite number: {value!r}")
+    return number
+
+
+# A pointer's snippet: at most this many characters, cut at a space.
+SNIPPET_CHARS = 160
+_ELLIPSIS = " … "
+
+
+def _cut(text: str, size: int) -> str:
+    """``text``, or its start cut at a word before ``size`` characters, ending with ``…``."""
+    if len(text) <= size:
+        return text
+    return text[: size - 3].rsplit(" ", 1)[0] + " …"

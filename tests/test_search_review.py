@@ -1,0 +1,144 @@
+"""Search as an agent reads it: snippets that show the match, a truthful `why`, safe reranking."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import rerank
+from memdir.plugins import hookimpl, manager
+from memdir.service import Memory
+from memdir.store import Store
+
+FILLER = " ".join(f"Paragraph {n} talks about capacity planning for storage." for n in range(12))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return Store.init(tmp_path / "store")
+
+
+def _open(root: Path, **embeddings: Any) -> Memory:
+    return Memory.open(
+        root,
+        overrides={
+            "store": {"git_commit": False},
+            "embeddings": {"provider": "letters", **embeddings},
+        },
+    )
+
+
+def _turn(mem: Memory, path: str, thread: str, user: str, created: str, said: str) -> None:
+    mem.write(
+        path,
+        f'---\ntype: turn\nmemory_kind: episodic\nthread: "{thread}"\nuser: "{user}"\n'
+        f'created: "{created}"\n---\n\n## Input\n\n{said}\n\n## Compact\n\n- No tool calls.\n\n'
+        "## Output\n\n\n",
+    )
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_a_snippet_shows_the_words_found_far_into_a_document(
+    toy: None, root: Path, mode: str
+) -> None:
+    mem = _open(root)
+    body = f"# Failover design\n\n{FILLER}\n\nThe handshake word is xylophone.\n"
+    mem.write("notes/design.md", body)
+    mem.write("notes/short.md", "# Xylophone lessons\n\nA xylophone teacher on Mondays.\n")
+    hits = {h.path: h for h in mem.search("xylophone handshake", mode=mode, limit=5)}
+    far = hits["notes/design.md"].snippet
+    assert "xylophone" in far and "handshake" in far
+    assert far.startswith("…") and "Paragraph 0 " not in far
+    assert len(far) <= 160
+    # A match at the start of a body keeps the start, as before.
+    assert hits["notes/short.md"].snippet.startswith("Xylophone lessons")
+
+
+def test_a_hit_found_by_meaning_alone_shows_its_best_chunk(toy: None, root: Path) -> None:
+    mem = _open(root, chunk_tokens=8, chunk_overlap=0)
+    head = " ".join(["banana cabana"] * 12)
+    mem.write("notes/mixed.md", f"# Fruit\n\n{head}.\n\nFizz buzz jazz quiz zzz.\n")
+    # "zzzzz" is no word of the note: only the vector side (letter counts) can find it.
+    hits = mem.search("zzzzz", mode="vector", limit=1)
+    assert hits and hits[0].path == "notes/mixed.md"
+    assert hits[0].snippet.startswith("…") and "jazz" in hits[0].snippet
+
+
+def test_why_rrf_is_the_fusion_of_ranks_and_the_score_adds_the_boosts(
+    toy: None, root: Path
+) -> None:
+    mem = _open(root)
+    _turn(mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?")
+    _turn(mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
+    _turn(mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake.")
+    k = mem.settings.search.rrf_k
+    hits = mem.search("which instrument does bob play, the violin?", mode="hybrid", limit=5)
+    assert any(name.endswith("_boost") for h in hits for name in h.why)
+    for hit in hits:
+        ranks = [hit.why[name] for name in ("bm25_rank", "vector_rank") if name in hit.why]
+        assert hit.why["rrf"] == pytest.approx(sum(1 / (k + r) for r in ranks), abs=1e-5)
+        boosts = sum(v for name, v in hit.why.items() if name.endswith("_boost"))
+        assert hit.score == pytest.approx(hit.why["rrf"] + boosts, abs=1e-4)
+
+
+def test_keyword_fallback_note_when_embeddings_are_off(root: Path) -> None:
+    mem = Memory.open(
+        root, overrides={"store": {"git_commit": False}, "embeddings": {"enabled": False}}
+    )
+    mem.write("notes/a.md", "# Tea\n\nGreen tea in the morning.\n")
+    mode, note = mem.search_mode()
+    assert mode == "bm25" and note is not None and note.startswith("keyword search only:")
+    assert mem.search("tea")[0].why["fallback"] == note
+
+
+class _Odd(rerank.Reranker):
+    """Answers with one score per text, of which the second is not a usable number."""
+
+    def __init__(self, bad: Any) -> None:
+        self.bad = bad
+
+    def score(self, query: str, texts: Sequence[str]) -> Sequence[Any]:
+        return [1.0, self.bad, 3.0][: len(texts)]
+
+
+class _Plugin:
+    @hookimpl
+    def register_rerankers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        register("nan", lambda settings: _Odd(math.nan))
+        register("inf", lambda settings: _Odd(math.inf))
+        register("text", lambda settings: _Odd("high"))
+
+
+@pytest.fixture
+def odd_rerankers() -> Iterator[None]:
+    found = _Plugin()
+    manager().register(found)
+    rerank.clear_cache()
+    yield
+    manager().unregister(found)
+    rerank.clear_cache()
+
+
+@pytest.mark.parametrize("provider", ["nan", "inf", "text"])
+def test_a_reranker_score_that_is_no_finite_number_leaves_the_order(
+    odd_rerankers: None, root: Path, provider: str
+) -> None:
+    mem = Memory.open(
+        root,
+        overrides={
+            "store": {"git_commit": False},
+            "embeddings": {"enabled": False},
+            "rerank": {"provider": provider},
+        },
+    )
+    for name, times in (("a", 3), ("b", 2), ("c", 1)):
+        mem.write(f"notes/{name}.md", f"# {name}\n\n{'morning ' * times}walk\n")
+    hits = mem.search("morning", mode="bm25", limit=3)
+    assert [h.path for h in hits] == ["notes/a.md", "notes/b.md", "notes/c.md"]
+    for hit in hits:
+        assert "not a finite number" in hit.why["rerank_error"]
+        assert math.isfinite(hit.score) and "rerank_rank" not in hit.why
