@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
-from memdir import rerank
+from memdir import embeddings, rerank
+from memdir.errors import InvalidInput
 from memdir.plugins import hookimpl, manager
 from memdir.service import Memory
 from memdir.store import Store
+from test_vectors import Letters
 
 FILLER = " ".join(f"Paragraph {n} talks about capacity planning for storage." for n in range(12))
 
@@ -22,12 +24,12 @@ def root(tmp_path: Path) -> Path:
     return Store.init(tmp_path / "store")
 
 
-def _open(root: Path, **embeddings: Any) -> Memory:
+def _open(root: Path, provider: str = "letters", **options: Any) -> Memory:
     return Memory.open(
         root,
         overrides={
             "store": {"git_commit": False},
-            "embeddings": {"provider": "letters", **embeddings},
+            "embeddings": {"provider": provider, **options},
         },
     )
 
@@ -142,3 +144,54 @@ def test_a_reranker_score_that_is_no_finite_number_leaves_the_order(
     for hit in hits:
         assert "not a finite number" in hit.why["rerank_error"]
         assert math.isfinite(hit.score) and "rerank_rank" not in hit.why
+
+
+def test_a_where_filter_with_a_list_or_mapping_value_is_invalid_input(root: Path) -> None:
+    mem = Memory.open(
+        root, overrides={"store": {"git_commit": False}, "embeddings": {"enabled": False}}
+    )
+    mem.write("notes/a.md", "---\ntags: [deploy, ops]\n---\n# Deploy\n\nShip it.\n")
+    assert [h.path for h in mem.search("deploy", where={"tags": "ops"})] == ["notes/a.md"]
+    for value in (["deploy", "ops"], {"name": "deploy"}):
+        with pytest.raises(InvalidInput, match="'tags' needs one value"):
+            mem.search("deploy", where={"tags": value})
+
+
+QUERIES: list[str] = []
+
+
+class _Recording(Letters):
+    """Letter counts; remembers each query it embeds."""
+
+    def embed_query(self, text: str) -> Any:
+        QUERIES.append(text)
+        return super().embed_query(text)
+
+
+class _EmbedderPlugin:
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        register("recording", lambda settings: _Recording("recording-v1"))
+
+
+@pytest.fixture
+def recording() -> Iterator[None]:
+    found = _EmbedderPlugin()
+    manager().register(found)
+    embeddings.clear_cache()
+    QUERIES.clear()
+    yield
+    manager().unregister(found)
+    embeddings.clear_cache()
+
+
+def test_a_user_known_only_from_quarantine_is_no_user_hint(recording: None, root: Path) -> None:
+    (root / "quarantine" / "misfit.md").write_text(
+        "---\nuser: Quincy\n---\n# Misfit\n\nQuincy brews green tea.\n", encoding="utf-8"
+    )
+    mem = _open(root, provider="recording")
+    _turn(mem, "t/a.md", "s1", "ann", "2024-01-01T10:00:00Z", "Ann brews black tea daily.")
+    mem.search("what tea does Quincy brew on sundays", mode="hybrid")
+    mem.search("what tea does Ann brew on sundays", mode="hybrid")
+    # A visible user's name leaves the embedded query; a quarantined file names no user.
+    assert QUERIES == ["what tea does Quincy brew on sundays", "what tea does brew on sundays"]

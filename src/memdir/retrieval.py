@@ -555,7 +555,7 @@ class RetrievalVerbs:
             str(r[0])
             for r in self.index.conn.execute(
                 "SELECT DISTINCT user FROM docs WHERE user IS NOT NULL AND user != '' "
-                "AND hidden = 0"
+                "AND hidden = 0 AND zone = 0"
             )
         ]
         self._users_cache = (generation, users)

@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import InvalidQuery
+from ..errors import InvalidInput, InvalidQuery
 from . import postings
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -93,6 +93,15 @@ class Filters:
     type: str | None = None
     where: tuple[tuple[str, Any], ...] = ()
     include_superseded: bool = False
+
+    def __post_init__(self) -> None:
+        for key, value in self.where:
+            if value is not None and not isinstance(value, str | int | float):
+                raise InvalidInput(
+                    f"the where filter on {key!r} needs one value (text, number, boolean or "
+                    f"null), got {type(value).__name__} {value!r}; a list field matches any "
+                    "of its items, one filter per value"
+                )
 
     def sql(self, alias: str = "d") -> tuple[str, list[Any]]:
         """A SQL condition (starting with AND) and its parameters."""
