@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -56,7 +57,12 @@ _SALIENT = (
     "keywords",
 )
 _ARG_VALUE_CHARS = 60
+_TOOL_NAME_CHARS = 60
 _MAX_ARGS = 3
+# Characters a record cannot hold as they are: control characters other than newline and
+# tab (NUL is refused in a markdown file) and lone surrogates (not Unicode). A work log may
+# carry them inside JSON strings ("\u0000", "\ud800"); the compact text shows them escaped.
+_UNSAFE_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class Compactor(Protocol):
@@ -92,12 +98,10 @@ def _scalar(value: Any) -> str:
 def _tool_name(entry: Entry) -> str | None:
     for key in _TOOL_KEYS:
         value = entry.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
         if isinstance(value, Mapping):  # OpenAI: {"function": {"name", "arguments"}}
-            inner = value.get("name")
-            if isinstance(inner, str) and inner.strip():
-                return inner.strip()
+            value = value.get("name")
+        if isinstance(value, str) and value.strip():
+            return _clip(value, _TOOL_NAME_CHARS)
     return None
 
 
@@ -188,6 +192,11 @@ class DefaultCompactor:
             summary = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in counts.items())
             total = sum(counts.values())
             lines.append(f"Tools ({total} call{'' if total == 1 else 's'}): {summary}")
+        elif entries:
+            # Steps that name no tool (messages, results logged on their own) are work all
+            # the same; the note for a turn without any step would hide what they returned.
+            count = len(entries)
+            lines.append(f"Steps ({count} step{'' if count == 1 else 's'}, no tool named)")
         else:
             lines.append("No tool calls.")
         if errors:
@@ -300,8 +309,15 @@ def register_compactors(register: Callable[[str, Callable[..., Any]], None]) -> 
     register("llm", LLMCompactor)
 
 
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
 def _sanitize(text: str) -> str:
-    """Compact text never holds heading lines, so the record's sections stay unambiguous."""
+    """Compact text never holds heading lines, so the record's sections stay unambiguous,
+    nor a character the record cannot store (shown escaped, as ``\\x00`` or ``\\ud800``)."""
+    text = _UNSAFE_RE.sub(_escape, text)
     lines = [("\\" + line) if line.lstrip().startswith("#") else line for line in text.splitlines()]
     return "\n".join(lines).strip()
 

@@ -6,7 +6,7 @@ and runs on an index), so its cost does not grow with the store:
 1. ``SNAPSHOT.md`` when it exists (required: a budget too small for it is an error);
 2. the routers (``index.md`` files), top first;
 3. the latest turns of the thread;
-4. recent turns of the same user in other threads (among the user's 50 latest);
+4. recent turns of the same user in other threads, newest first;
 5. turns matching the keywords: the 100 most recent matches, ranked with BM25 term
    weights (IDF over those 100, presence only), then newest first;
 6. the recent DAG ancestors of the thread's latest turn: the nearest ones with
@@ -16,7 +16,8 @@ Every item carries the reason it is there; an item met again under another
 reason is not repeated (the reason is added to ``also``). Items are added in
 that order while they fit; the rendered pack's token count (see
 :mod:`memdir.tokens`) never exceeds the budget, and the same store gives the
-same pack.
+same pack. What did not fit is listed once in ``omitted``; a turn whose record
+cannot be read is listed in ``skipped`` with the reason.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class ContextPack:
     text: str
     tokens: int
     omitted: list[dict[str, Any]]
+    skipped: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +97,7 @@ class ContextPack:
             "counter": self.counter,
             "items": [item.to_dict() for item in self.items],
             "omitted": self.omitted,
+            "skipped": self.skipped,
             "text": self.text,
         }
 
@@ -140,6 +143,8 @@ class _Builder:
         self.items: list[PackItem] = []
         self.by_path: dict[str, PackItem] = {}
         self.omitted: list[dict[str, Any]] = []
+        self.missed: dict[str, dict[str, Any]] = {}  # path -> its entry in omitted
+        self.skipped: list[dict[str, Any]] = []
         self.used = 0
         self.sep = counter.count("\n\n")
         self.limit = max(mem.settings.turns.context_item_chars, 40)
@@ -151,27 +156,46 @@ class _Builder:
                 seen.also.append(item.reason)
             return True
         item.tokens = self.counter.count(item.text) if tokens is None else tokens
+        missed = self.missed.get(item.path)
         if self.used + self.sep + item.tokens > self.budget:
-            self.omitted.append({"ref": item.ref, "reason": item.reason, "tokens": item.tokens})
+            if missed is None:
+                self.omit(item)
+            elif item.reason not in missed["also"] and item.reason != missed["reason"]:
+                missed["also"].append(item.reason)
             return False
+        if missed is not None:
+            # It did not fit before (a longer form, under an earlier reason) but fits now.
+            self.omitted.remove(self.missed.pop(item.path))
+            item.also = [r for r in [missed["reason"], *missed["also"]] if r != item.reason]
         self.used += self.sep + item.tokens
         self.items.append(item)
         self.by_path[item.path] = item
         return True
 
-    def read_turn(self, row: Any) -> TurnRecord | None:
-        """The sections of a turn file; the fields come from the index row (no YAML parse)."""
+    def omit(self, item: PackItem) -> None:
+        entry: dict[str, Any] = {"ref": item.ref, "reason": item.reason, "also": list(item.also)}
+        entry["tokens"] = item.tokens
+        self.omitted.append(entry)
+        self.missed[item.path] = entry
+
+    def read_turn(self, row: Any) -> TurnRecord | str:
+        """The sections of a turn file; the fields come from the index row (no YAML parse).
+
+        A file that cannot be read as a turn record gives the reason instead.
+        """
         try:
             text = (self.mem.store.root / row["path"]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
+        except UnicodeDecodeError:
+            return "the file is not UTF-8"
+        except OSError as exc:
+            return f"the file cannot be read ({exc.strerror or type(exc).__name__})"
         end = text.find("\n---\n", 3) if text.startswith("---\n") else -1
         if end < 0:
-            return None
+            return "the file has no closed frontmatter"
         try:
             inp, compact, out = parse_sections(text[end + 5 :])
-        except InvalidDocument:
-            return None
+        except InvalidDocument as exc:
+            return exc.message
         return TurnRecord(
             id=str(row["episode_id"] or ""),
             thread=str(row["thread"] or ""),
@@ -188,7 +212,10 @@ class _Builder:
             self.offer(PackItem("turn", row["episode_id"], path, reason, ""))
             return
         rec = self.read_turn(row)
-        if rec is None:
+        if isinstance(rec, str):
+            if all(s["path"] != path for s in self.skipped):
+                entry = {"ref": row["episode_id"], "path": path, "reason": reason, "error": rec}
+                self.skipped.append(entry)
             return
         title = f"turn {rec.id} · thread {rec.thread} · {rec.created}"
         body = _turn_body(rec, form, self.limit)
@@ -222,7 +249,7 @@ def build_pack(
     user = validate_name("user", user, required=False)
     kws = validate_keywords(keywords)
     size = cfg.context_budget if budget is None else budget
-    if not isinstance(size, int) or size < 1:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise InvalidInput(f"budget must be a positive number of tokens, got {size!r}")
     counter = tokens.counter(cfg.token_counter)
     header = _header(thread, user, kws)
@@ -331,7 +358,7 @@ def build_pack(
                 f"({counter.count(header + chr(10) * 2 + dropped.text + chr(10))} tokens); "
                 "raise the budget"
             )
-        b.omitted.append({"ref": dropped.ref, "reason": dropped.reason, "tokens": dropped.tokens})
+        b.omit(dropped)
         text = "\n\n".join([header] + [item.text for item in b.items]) + "\n"
         total = counter.count(text)
     if total > size:
@@ -346,6 +373,7 @@ def build_pack(
         text=text,
         tokens=total,
         omitted=b.omitted,
+        skipped=b.skipped,
     )
 
 
@@ -393,12 +421,14 @@ def _keyword_turns(conn: sqlite3.Connection, kws: Sequence[str], count: int) -> 
         idf = math.log(1 + (len(cands) - len(found) + 0.5) / (len(found) + 0.5))
         for rowid in found:
             weight[rowid] = weight.get(rowid, 0.0) + idf
-    best = sorted(cands, key=lambda r: (-round(weight.get(r, 0.0), 9), -r))[:count]
-    marks = ",".join("?" * len(best))
-    rows = {
-        int(r["id"]): r
-        for r in conn.execute(
-            f"SELECT d.id, {_TURN_COLS} FROM docs d WHERE d.id IN ({marks})", best
-        )
-    }
-    return [rows[r] for r in best if r in rows]
+    # Within the window, newest first by the record's own time and id, never by rowid: a
+    # rowid is the order rows reached this index (an import, a rebuild), not the turns' time.
+    marks = ",".join("?" * len(cands))
+    rows = _newest(
+        conn.execute(
+            f"SELECT d.id, {_TURN_COLS} FROM docs d WHERE d.id IN ({marks})", cands
+        ).fetchall()
+    )
+    # A stable sort: turns of the same weight stay newest first.
+    rows.sort(key=lambda r: -round(weight.get(int(r["id"]), 0.0), 9))
+    return rows[:count]

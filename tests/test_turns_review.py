@@ -1,0 +1,226 @@
+"""Turn memory as an agent builder meets it: odd work logs, the pack's accounting of what it
+left out, keyword order, and the budget over odd content."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memdir import tokens
+from memdir.compact import says_nothing_new
+from memdir.errors import InvalidInput
+from memdir.ids import new_id
+from memdir.service import Memory
+from memdir.store import Store
+
+NO_GIT: dict[str, Any] = {"store": {"git_commit": False}, "embeddings": {"enabled": False}}
+
+
+def _open(tmp_path: Path, **turns: Any) -> Memory:
+    root = Store.init(tmp_path / "s", git=False)
+    return Memory.open(root, overrides={**NO_GIT, "turns": turns} if turns else NO_GIT)
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[Memory]:
+    m = _open(tmp_path)
+    yield m
+    m.close()
+
+
+# -- work logs whose JSON strings hold what a record cannot ------------------------------
+
+
+@pytest.mark.parametrize(
+    "worklog",
+    [
+        '{"tool": "cat", "args": {"path": "/bin/ls"}, "result": "ELF\\u0000\\u0001\\u0002"}\n',
+        [{"tool": "cat", "result": "ELF\x00\x01\x02"}],
+        '{"tool": "cat", "result": "half a pair \\ud800 here"}\n',
+        '{"tool": "ca\\u0000t", "error": "bad \\udc80 byte"}\n',
+    ],
+)
+def test_a_valid_work_log_with_nul_or_a_lone_surrogate_is_recorded(
+    mem: Memory, worklog: str | list[dict[str, str]]
+) -> None:
+    rec = mem.record_turn(thread="t", input="show the binary", output="done", worklog=worklog)
+    raw = (mem.store.root / rec.path).read_bytes()
+    assert b"\x00" not in raw
+    raw.decode("utf-8")  # real Unicode: no lone surrogate reached the file
+    assert "\\x00" in rec.compact or "\\ud800" in rec.compact or "\\udc80" in rec.compact
+    assert mem.turn_show(rec.id).compact == rec.compact
+    expected = worklog.encode() if isinstance(worklog, str) else None
+    if expected is not None:
+        assert mem.turn_worklog(rec.id) == expected  # the sidecar is kept byte for byte
+    pack = mem.context(thread="t", budget=2000)
+    assert rec.id in [item.ref for item in pack.items]
+
+
+def test_other_control_characters_in_a_result_are_shown_escaped(mem: Memory) -> None:
+    log = [{"tool": "shell", "result": "\x1b[31mred\x1b[0m \x07bell"}]
+    rec = mem.record_turn(thread="t", input="colour?", output="red", worklog=log)
+    assert "\x1b" not in rec.compact and "\x07" not in rec.compact
+    assert "\\x1b[31mred" in rec.compact and "\\x07bell" in rec.compact
+
+
+def test_steps_that_name_no_tool_are_kept_in_the_pack_and_the_index(mem: Memory) -> None:
+    log = [{"role": "tool", "tool_call_id": "call_1", "content": "sunny and 21C in Zurich"}]
+    rec = mem.record_turn(thread="t", input="weather?", output="see above", worklog=log)
+    assert not says_nothing_new(rec.compact)
+    assert "sunny and 21C" in rec.compact and "1 step" in rec.compact
+    pack = mem.context(thread="t", budget=2000)
+    assert "**Work:**" in pack.text and "sunny and 21C" in pack.text
+    hits = mem.search("sunny", type="turn", limit=5)
+    assert [h.path for h in hits] == [rec.path]
+
+
+def test_a_turn_without_work_log_keeps_the_no_tool_note(mem: Memory) -> None:
+    rec = mem.record_turn(thread="t", input="hi", output="hello")
+    assert says_nothing_new(rec.compact)
+
+
+def test_a_very_long_tool_name_leaves_room_for_the_result(mem: Memory) -> None:
+    log = [{"tool": "x" * 10_000, "result": "the answer is 42"}]
+    rec = mem.record_turn(thread="t", input="q", output="a", worklog=log)
+    first = rec.compact.split("\n")[0]
+    assert len(first) < 120
+    assert "Result: the answer is 42" in rec.compact
+
+
+def test_a_malformed_work_log_names_its_line_and_writes_nothing(mem: Memory) -> None:
+    before = sorted(p.name for p in mem.store.root.rglob("*") if ".memdir" not in p.parts)
+    for bad, line in [('{"tool": "a"}\n{oops\n', 2), ('{"tool": "a"}\n\n[1, 2]\n', 3)]:
+        with pytest.raises(InvalidInput) as err:
+            mem.record_turn(thread="t", input="q", output="a", worklog=bad)
+        assert f"work log line {line}" in err.value.message
+    after = sorted(p.name for p in mem.store.root.rglob("*") if ".memdir" not in p.parts)
+    assert after == before
+
+
+# -- what the pack left out --------------------------------------------------------------
+
+
+def _big_log(tag: str) -> list[dict[str, Any]]:
+    return [
+        {"tool": f"step{i}", "args": {"path": f"src/{tag}/module_{i}.py"}, "result": "ok"}
+        for i in range(60)
+    ]
+
+
+def test_a_turn_left_out_under_two_reasons_is_listed_once(tmp_path: Path) -> None:
+    mem = _open(tmp_path, context_ancestors=0)
+    try:
+        big = mem.record_turn(
+            thread="t", input="zebra migration", output="done", worklog=_big_log("a")
+        )
+        mem.record_turn(thread="t", input="next", output="ok", parents=[big.id])
+        full = mem.context(thread="t", keywords=["zebra"], budget=10_000)
+        assert big.id in [item.ref for item in full.items]
+        pack = mem.context(thread="t", keywords=["zebra"], budget=full.tokens - 1)
+        refs = [o["ref"] for o in pack.omitted]
+        assert refs.count(big.id) == 1 and len(refs) == len(set(refs))
+        entry = next(o for o in pack.omitted if o["ref"] == big.id)
+        assert entry["reason"] == "latest turn of thread t"
+        assert entry["also"] == ["matches keywords zebra"]
+    finally:
+        mem.close()
+
+
+def test_a_turn_that_fits_in_a_shorter_form_is_not_listed_as_omitted(tmp_path: Path) -> None:
+    mem = _open(tmp_path, context_ancestors_compact=0)
+    try:
+        big = mem.record_turn(thread="t", input="plan", output="planned", worklog=_big_log("b"))
+        mem.record_turn(thread="t", input="next", output="ok", parents=[big.id])
+        full = mem.context(thread="t", budget=10_000)
+        pack = mem.context(thread="t", budget=full.tokens - 1)
+        item = next(i for i in pack.items if i.ref == big.id)  # as an ancestor, without work
+        assert item.reason.startswith("ancestor of")
+        assert item.also == ["latest turn of thread t"]
+        assert "**Work:**" not in item.text
+        assert big.id not in [o["ref"] for o in pack.omitted]
+        assert tokens.count(pack.text) <= pack.budget
+    finally:
+        mem.close()
+
+
+def test_an_unreadable_turn_is_listed_in_skipped(mem: Memory) -> None:
+    first = mem.record_turn(thread="t", input="first", output="one")
+    broken = mem.record_turn(thread="t", input="second", output="two", parents=[first.id])
+    path = mem.store.root / broken.path
+    path.write_text(path.read_text().replace("## Compact", "## Kompakt"), encoding="utf-8")
+    pack = mem.context(thread="t", budget=2000)
+    assert broken.id not in [item.ref for item in pack.items]
+    assert first.id in [item.ref for item in pack.items]
+    assert [s["ref"] for s in pack.skipped] == [broken.id]
+    assert "## Compact" in pack.skipped[0]["error"]
+    assert pack.skipped[0]["path"] == broken.path
+    assert pack.to_dict()["skipped"] == pack.skipped
+
+
+def test_a_budget_given_as_a_boolean_is_refused(mem: Memory) -> None:
+    mem.record_turn(thread="t", input="q", output="a")
+    with pytest.raises(InvalidInput) as err:
+        mem.context(thread="t", budget=True)
+    assert "positive number of tokens" in err.value.message
+
+
+# -- keyword matches ---------------------------------------------------------------------
+
+
+def test_keyword_matches_are_newest_first_when_recorded_out_of_order(tmp_path: Path) -> None:
+    mem = _open(tmp_path, context_keyword_turns=3, context_ancestors=0)
+    try:
+        start = int(time.time() * 1000) - 3_600_000
+        ids = [new_id(start + i * 1000) for i in range(6)]  # oldest first
+        for ident in reversed(ids):  # an import: the newest is recorded first
+            mem.record_turn(thread="k", input="zebra crossing", output="ok", id=ident)
+        pack = mem.context(thread="elsewhere", keywords=["zebra"], budget=4000)
+        got = [item.ref for item in pack.items if item.kind == "turn"]
+        assert got == sorted(ids, reverse=True)[:3]
+    finally:
+        mem.close()
+
+
+# -- the budget over odd content ---------------------------------------------------------
+
+
+def test_the_budget_holds_over_odd_content_and_the_pack_is_repeatable(mem: Memory) -> None:
+    odd = [
+        "日本語のテキストと絵文字 👋🏽 e\u0301",
+        "a1" * 3000,
+        "".join(chr(c) for c in range(0x20, 0x7F)) * 20,
+        "שלום עולם " * 100,
+        json.dumps({"k": ["v"] * 400}),
+    ]
+    prev: list[str] = []
+    for i, text in enumerate(odd * 3):
+        rec = mem.record_turn(
+            thread=f"t{i % 3}",
+            user=f"u{i % 2}",
+            input=text,
+            output=text[::-1],
+            worklog=[{"tool": "read", "args": {"path": text[:80]}, "result": text}],
+            parents=prev[-2:],
+            keywords=["odd"],
+        )
+        prev.append(rec.id)
+    for budget in (40, 90, 200, 700, 1500, 5000):
+        try:
+            pack = mem.context(thread="t0", user="u0", keywords=["odd", "a1"], budget=budget)
+        except InvalidInput as exc:
+            assert "pack header" in exc.message  # only the smallest budgets
+            continue
+        assert tokens.count(pack.text) == pack.tokens <= budget
+        refs = [item.ref for item in pack.items]
+        assert len(refs) == len(set(refs))
+        omitted = Counter(o["ref"] for o in pack.omitted)
+        assert not omitted or max(omitted.values()) == 1
+        assert not set(omitted) & set(refs)
+        again = mem.context(thread="t0", user="u0", keywords=["odd", "a1"], budget=budget)
+        assert again.text == pack.text and again.omitted == pack.omitted
