@@ -85,7 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", help="an existing store (default: a new temporary one)")
     args = parser.parse_args(argv)
     root = Path(args.root) if args.root else Store.init(Path(tempfile.mkdtemp()) / "store")
-    overrides = {"embeddings": {"enabled": False}, "store": {"git_batch_seconds": 1.0}}
+    # A long-running agent records through memdir, which updates the index at once: the walk
+    # of every file that each verb would start with (to see edits made by hand) is needed at
+    # most every 30 s, so the cost of a turn's context pack stays flat as the store grows.
+    overrides = {
+        "embeddings": {"enabled": False},
+        "store": {"git_batch_seconds": 1.0, "sync_interval_seconds": 30.0},
+    }
     with Memory.open(root, overrides=overrides) as mem:
         for user, message in CONVERSATION:
             thread = "support" if user == "ana" else "ops"
