@@ -423,12 +423,22 @@ def _keyword_turns(conn: sqlite3.Connection, kws: Sequence[str], count: int) -> 
             weight[rowid] = weight.get(rowid, 0.0) + idf
     # Within the window, newest first by the record's own time and id, never by rowid: a
     # rowid is the order rows reached this index (an import, a rebuild), not the turns' time.
+    # Plain tuples of the sort columns first; whole rows only for the turns kept.
+    cur = conn.cursor()
+    cur.row_factory = None
     marks = ",".join("?" * len(cands))
-    rows = _newest(
-        conn.execute(
-            f"SELECT d.id, {_TURN_COLS} FROM docs d WHERE d.id IN ({marks})", cands
-        ).fetchall()
-    )
+    keys = cur.execute(
+        f"SELECT d.id, d.created, d.episode_id FROM docs d WHERE d.id IN ({marks})", cands
+    ).fetchall()
+    keys.sort(key=lambda k: (k[1] or "", k[2] or ""), reverse=True)
     # A stable sort: turns of the same weight stay newest first.
-    rows.sort(key=lambda r: -round(weight.get(int(r["id"]), 0.0), 9))
-    return rows[:count]
+    keys.sort(key=lambda k: -round(weight.get(int(k[0]), 0.0), 9))
+    best = [int(k[0]) for k in keys[:count]]
+    marks = ",".join("?" * len(best))
+    rows = {
+        int(r["id"]): r
+        for r in conn.execute(
+            f"SELECT d.id, {_TURN_COLS} FROM docs d WHERE d.id IN ({marks})", best
+        )
+    }
+    return [rows[r] for r in best if r in rows]
