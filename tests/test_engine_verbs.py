@@ -205,6 +205,34 @@ def test_query_tiers_and_nothing_found(eng: Memory) -> None:
     assert none["found"] is False and "nothing" in none["message"]
 
 
+def test_query_follows_only_links_search_would_show(eng: Memory, tmp_path: Path) -> None:
+    """A router's links are text anyone can write: out of the store, into quarantine/, or
+    to a forgotten page, they were read and returned as answers."""
+    eng.ingest([("bread.md", BREAD)])
+    eng.consolidate()
+    words = "# Starter secrets\n\nFeed the sourdough starter at midnight.\n"
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.md").write_text(words)
+    (eng.root / "quarantine" / "q.md").write_text(words)
+    eng.write("wiki/kitchen/flour/stale-starter.md", words.replace("secrets", "stale"))
+    eng.forget("wiki/kitchen/flour/stale-starter.md", reason="wrong")
+    lines = [
+        "* [Sourdough starter secret](../outside/secret.md) - feed the sourdough starter",
+        "* [Sourdough starter quarantined](quarantine/q.md) - feed the sourdough starter",
+        "* [Sourdough starter stale](wiki/kitchen/flour/stale-starter.md) - feed the starter",
+        "* [Sourdough starter routers](../outside/index.md) - feed the sourdough starter",
+    ]
+    (tmp_path / "outside" / "index.md").write_text(lines[0].replace("../", "") + "\n")
+    top = eng.root / "index.md"
+    top.write_text(top.read_text() + "\n" + "\n".join(lines) + "\n")
+    answer = eng.query("how often to feed a sourdough starter")
+    read = answer["read"]["indexes"] + answer["read"]["bodies"]
+    paths = [a["path"] for a in answer["answers"]]
+    assert answer["found"] and all(p.startswith("wiki/kitchen/") for p in paths), paths
+    assert "wiki/kitchen/flour/stale-starter.md" not in paths
+    assert not any(".." in p or p.startswith("quarantine/") for p in read), read
+
+
 def test_evaluate_scores_and_labels(eng: Memory) -> None:
     eng.ingest([("bread.md", BREAD), ("compost.md", COMPOST)])
     result = eng.consolidate()

@@ -56,8 +56,22 @@ def _overlap(q: frozenset[str], text: str) -> int:
 
 
 class Walker:
-    def __init__(self, root: Path, program: Program, question: str) -> None:
+    """Reads the routers and articles a question leads to.
+
+    ``visible(path)`` says whether a path may be read: a link in an index file is the
+    writer's text, so it can point out of the store (``../../etc/passwd``), into
+    ``quarantine/`` or at a forgotten page. Only what search would show is followed.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        program: Program,
+        question: str,
+        visible: Callable[[str], bool],
+    ) -> None:
         self.root = root
+        self.visible = visible
         self.program = program
         self.q = term_set(question)
         self.recall = Recall(question)
@@ -81,7 +95,7 @@ class Walker:
     def tier1(self) -> list[tuple[float, str, str]]:
         """Candidate articles (score, path, title) found by walking the routers."""
         budget = self.program.budgets.index_reads
-        if not self.q or not (self.root / "index.md").is_file():
+        if not self.q or not self.visible("index.md"):
             return []
         found: list[tuple[float, str, str]] = []
         queue: list[tuple[float, str]] = [(0.0, "index.md")]
@@ -92,9 +106,9 @@ class Walker:
                 dest = posixpath.normpath(posixpath.join(posixpath.dirname(rel), entry.url))
                 score = _overlap(self.q, f"{entry.title} {entry.description} {dest}")
                 if dest.endswith("/index.md"):
-                    if (self.root / dest).is_file() and (score > 0 or rel == "index.md"):
+                    if (score > 0 or rel == "index.md") and self.visible(dest):
                         queue.append((float(score), dest))
-                elif score > 0 and (self.root / dest).is_file():
+                elif score > 0 and self.visible(dest):
                     found.append((score / max(1, len(self.q)), dest, entry.title))
         found.sort(key=lambda t: (-t[0], t[1]))
         return found
@@ -127,9 +141,13 @@ class Walker:
 
 
 def run(
-    root: Path, program: Program, question: str, search: Callable[[str, int], list[Any]]
+    root: Path,
+    program: Program,
+    question: str,
+    search: Callable[[str, int], list[Any]],
+    visible: Callable[[str], bool],
 ) -> Recall:
-    walker = Walker(root, program, question)
+    walker = Walker(root, program, question, visible)
     walker.tier0()
     bodies = program.budgets.article_bodies
     for score, rel, title in walker.tier1()[:bodies]:

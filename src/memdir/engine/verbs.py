@@ -439,7 +439,15 @@ class EngineVerbs:
             # or whose meaning is close enough (MiniLM cosine), so "nothing found" stays true.
             return [h for h in hits if _supported(getattr(h, "why", {}) or {})]
 
-        return querying.run(self._root, self.program(), question, search)
+        def visible(rel: str) -> bool:
+            # As search sees the store: indexed (inside it, a regular file), not forgotten,
+            # not in quarantine/ or inbox/.
+            row = self.index.conn.execute(
+                "SELECT 1 FROM docs WHERE path = ? AND hidden = 0 AND zone = 0", (rel,)
+            ).fetchone()
+            return row is not None
+
+        return querying.run(self._root, self.program(), question, search, visible)
 
     # -- evaluate ------------------------------------------------------------------------
 
