@@ -70,3 +70,22 @@ def test_a_bulk_sync_leaves_an_empty_write_ahead_log(mem: Memory) -> None:
     (folder / "one.md").write_text("one more\n")
     mem.sync()
     assert wal.stat().st_size > 0  # a small sync leaves the log to SQLite
+
+
+def test_a_rebuild_adds_files_in_path_order(mem: Memory) -> None:
+    """Turn paths sort by time; rows must too, whatever order the folder walk gives them.
+
+    The turns are recorded newest first, so creation order is the reverse of time order.
+    """
+    from memdir.ids import new_id
+
+    ids = [new_id() for _ in range(30)]
+    for ident in reversed(ids):
+        mem.record_turn(thread="t", input=f"deploy {ident}", output="ok", id=ident)
+    mem.index.conn.execute("DELETE FROM docs")  # as after a lost index: every file is new
+    mem.reindex(full=True)
+    rows = [
+        r[0]
+        for r in mem.index.conn.execute("SELECT path FROM docs WHERE type = 'turn' ORDER BY id")
+    ]
+    assert len(rows) == 30 and rows == sorted(rows)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from conftest import run_cli
 from memdir import tokens
 from memdir.compact import says_nothing_new
 from memdir.errors import InvalidInput
@@ -161,6 +162,15 @@ def test_an_unreadable_turn_is_listed_in_skipped(mem: Memory) -> None:
     assert "## Compact" in pack.skipped[0]["error"]
     assert pack.skipped[0]["path"] == broken.path
     assert pack.to_dict()["skipped"] == pack.skipped
+
+
+def test_the_cli_names_an_unreadable_turn(mem: Memory) -> None:
+    broken = mem.record_turn(thread="t", input="second", output="two")
+    path = mem.store.root / broken.path
+    path.write_text(path.read_text().replace("## Compact", "## Kompakt"), encoding="utf-8")
+    out = run_cli("--root", str(mem.store.root), "context", "--thread", "t")
+    assert out.returncode == 0
+    assert f"could not be read: {broken.path}" in out.stderr.decode()
 
 
 def test_a_budget_given_as_a_boolean_is_refused(mem: Memory) -> None:

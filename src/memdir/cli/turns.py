@@ -323,3 +323,7 @@ def context_cmd(
             "(--json lists them)",
             err=True,
         )
+    for item in pack.skipped:
+        click.echo(
+            f"note: a turn record could not be read: {item['path']}: {item['error']}", err=True
+        )

@@ -160,6 +160,10 @@ class Index:
         stats = SyncStats()
         stamps = self._stamps()
         changed, stats.scanned = changes(self.root, stamps, everything=full)
+        # In path order, so a rebuild adds turns (date folders, time-sortable ids) oldest
+        # first and row order stays time order, as recording keeps it; the walk order is
+        # the file system's.
+        changed.sort()
         gone = list(stamps)  # indexed, not seen on disk
         if changed or gone:
             known = self._hashes([rel for rel, _, _ in changed]) if not full else {}
