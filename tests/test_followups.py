@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,23 +18,14 @@ from memdir.compact import DefaultCompactor
 from memdir.errors import Conflict, HarnessChanged
 from memdir.service import Memory
 from memdir.store import Store, is_store
-
-BREAD = (
-    "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights of "
-    "flour and water. A starter kept in the fridge needs feeding the day before baking bread.\n"
-)
-BROKEN = (
-    "---\ntitle: [never closed\nbundle: kitchen\n---\n# Bread crust\n\nA hot oven with steam "
-    "gives bread a crisp crust when baking.\n"
-)
+from test_engine_review import BREAD, BROKEN, eng  # noqa: F401  (eng is a fixture)
 
 
 @pytest.fixture
-def kitchen(tmp_path: Path) -> Iterator[Memory]:
-    mem = Memory.open(Store.init(tmp_path / "store"))
-    mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, oven")
-    yield mem
-    mem.close()
+def kitchen(eng: Memory) -> Memory:  # noqa: F811
+    """The engine review's kitchen store: one bundle (BREAD routes to it, BROKEN does not
+    parse)."""
+    return eng
 
 
 def _drop(root: Path, rel: str, text: str) -> None:
