@@ -671,7 +671,9 @@ class RetrievalVerbs:
             f"WHERE d.id IN ({marks})",
             doc_ids,
         ).fetchall()
-        windows = self._match_windows(query, doc_ids) if query else {}
+        # Turns show `input → output`: only other documents need their matching window.
+        others = [int(r["id"]) for r in rows if str(r["type"] or "").lower() != "turn"]
+        windows = self._match_windows(query, others) if query and others else {}
         out = {}
         for row in rows:
             doc_id = int(row["id"])
