@@ -347,6 +347,24 @@ def test_recursive_query_and_breadth_first_walk_agree(tmem: Memory) -> None:
     assert deep == tmem._walk_bfs(ids[-1], 50, 1, up=True)
 
 
+def test_worklog_search_takes_the_search_filters(tmem: Memory) -> None:
+    log = [{"tool": "read", "args": {"path": "a.md"}, "result": "the zebrafish section"}]
+    a = tmem.record_turn(thread="a", input="first", output="ok", worklog=log)
+    b = tmem.record_turn(thread="b", input="second", output="ok", worklog=log)
+
+    def found(**given: Any) -> list[str]:
+        hits = tmem.search_worklogs("zebrafish", filters=tmem.filters(**given))
+        return sorted(h.why["turn"] for h in hits)
+
+    assert found() == sorted([a.path, b.path])
+    assert found(where=["thread=a"]) == [a.path]
+    assert found(path_prefix="notes/") == []
+    assert found(type="note") == []
+    tmem.forget(b.path, reason="wrong")
+    assert found() == [a.path]
+    assert found(include_superseded=True) == sorted([a.path, b.path])
+
+
 def test_cli_search_include_worklog(tmp_path: Path) -> None:
     root = Store.init(tmp_path / "s", git=False)
     with Memory.open(root, overrides=NO_GIT) as mem:

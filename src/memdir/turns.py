@@ -33,7 +33,7 @@ from .text import bad_char, unicode_text
 if TYPE_CHECKING:
     from .context import ContextPack
     from .index import Index
-    from .index.search import Hit
+    from .index.search import Filters, Hit
     from .settings import Settings
     from .store import Store
 
@@ -809,21 +809,28 @@ class TurnVerbs:
                 )
         return len(todo)
 
-    def search_worklogs(self, query: str, *, limit: int = 10) -> list[Hit]:
-        """BM25 over the raw work logs of turns (mode two, on demand); pointers to sidecars."""
-        from .index.search import Hit, fts_query
+    def search_worklogs(
+        self, query: str, *, limit: int = 10, filters: Filters | None = None
+    ) -> list[Hit]:
+        """BM25 over the raw work logs of turns (mode two, on demand); pointers to sidecars.
+
+        ``filters`` (as for search: path prefix, kind, type, where, include_superseded)
+        apply to the turn each work log belongs to.
+        """
+        from .index.search import Filters, Hit, fts_query
 
         if limit < 1 or limit > 1000:
             raise InvalidInput(f"limit must be between 1 and 1000, got {limit}")
         match = fts_query(query)
         self.sync()
         self.sync_worklogs()
+        where, params = (filters or Filters()).sql("d")
         rows = self.index.conn.execute(
             "SELECT d.path, d.episode_id, snippet(worklog_fts, 0, '[', ']', ' … ', 16) AS snip, "
             "bm25(worklog_fts) AS score FROM worklog_fts JOIN docs d ON d.id = worklog_fts.rowid "
-            "WHERE worklog_fts MATCH ? AND d.type = 'turn' AND d.hidden = 0 AND d.zone = 0 "
+            f"WHERE worklog_fts MATCH ? AND d.type = 'turn'{where} "
             "ORDER BY score, d.episode_id LIMIT ?",
-            (match, limit),
+            (match, *params, limit),
         ).fetchall()
         return [
             Hit(

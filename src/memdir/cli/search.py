@@ -74,7 +74,17 @@ def search_cmd(
         )
         if include_worklog:
             size = limit or mem.settings.search.default_limit
-            hits += mem.search_worklogs(query, limit=size)
+            hits += mem.search_worklogs(
+                query,
+                limit=size,
+                filters=mem.filters(
+                    path_prefix=path_prefix,
+                    kind=kind,
+                    type=type_,
+                    where=list(where),
+                    include_superseded=include_superseded,
+                ),
+            )
     if as_json:
         echo_json([hit.to_dict() for hit in hits])
         return
