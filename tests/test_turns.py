@@ -398,3 +398,12 @@ def test_the_index_and_the_turns_name_the_same_type() -> None:
     from memdir import index, turns
 
     assert index.TURN_TYPE == turns.TURN_TYPE
+
+
+def test_ls_titles_a_turn_as_search_does(tmem: Memory) -> None:
+    rec = tmem.record_turn(thread="deploys", user="ana", input="ship it?", output="shipped")
+    tmem.write("notes/a.md", "---\ntitle: A note\n---\nbody\n")
+    titles = {row["path"]: row["title"] for row in tmem.ls()}
+    [hit] = tmem.search("shipped", type="turn", mode="bm25")
+    assert titles[rec.path] == hit.title and hit.title.startswith("deploys · ana · ")
+    assert titles["notes/a.md"] == "A note"

@@ -430,12 +430,28 @@ class StoreVerbs:
         self.sync()
         flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
         condition, params = flt.sql()
+        from .index.search import present
+
         rows = self.index.conn.execute(
-            "SELECT d.path, d.title, d.type, d.memory_kind, d.size FROM docs d "
-            f"WHERE 1 = 1{condition} ORDER BY d.walk_key",
+            "SELECT d.path, d.title, d.type, d.memory_kind, d.size, d.thread, d.user, "
+            f"d.created, d.episode_id FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key",
             params,
         )
-        return [dict(row) for row in rows]
+        # A turn is titled as search shows it (thread · user · time), not by its id.
+        return [
+            {
+                "path": row["path"],
+                "title": (
+                    present(str(row["title"] or ""), "", row)[0]
+                    if str(row["type"] or "").lower() == "turn"
+                    else row["title"]
+                ),
+                "type": row["type"],
+                "memory_kind": row["memory_kind"],
+                "size": row["size"],
+            }
+            for row in rows
+        ]
 
     # -- memory report ------------------------------------------------------------------
 
