@@ -143,6 +143,24 @@ def test_date_hints_never_raise_and_every_window_is_a_range(text: str, years: se
         assert names_a_date(text)  # the cheap test never hides a date
 
 
+def test_a_thread_of_one_document_lifts_nothing(toy: None, root: Path) -> None:
+    """The thread signals lift a document by what its thread holds; in a thread of one
+    document that is the document itself, so its match counted twice and a one-turn
+    thread's turn outranked a note that matched better."""
+    mem = _open(root)
+    _conversation(mem)
+    _turn(mem, "t/c1.md", "s3", "ann", "2023-08-01T09:00:00Z", "Is the violin rehearsal on?")
+    mem.write("notes/violin.md", "# Violin rehearsal\n\nViolin rehearsal is on Tuesdays.\n")
+    hits = {h.path: h for h in mem.search("violin rehearsal", mode="hybrid", limit=10)}
+    alone = hits["t/c1.md"].why
+    assert "thread_boost" not in alone and "thread_match_boost" not in alone
+    assert "thread_boost" in hits["t/a2.md"].why  # a thread of three still lifts its turns
+    mem.forget("t/b2.md")  # a thread left with one visible document is one too
+    again = {h.path: h for h in mem.search("kayaking lake", mode="hybrid", limit=10)}
+    assert "thread_boost" not in again["t/b1.md"].why
+    mem.close()
+
+
 def test_reply_found_by_the_question_it_answers(toy: None, root: Path) -> None:
     mem = _open(root)
     _conversation(mem)

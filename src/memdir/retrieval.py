@@ -515,7 +515,7 @@ class RetrievalVerbs:
         """
         if not fused:
             return fused, {}
-        thread_of = self._threads_of([f.key for f in fused])
+        thread_of = self._threads_of([f.key for f in fused], shared=True)
         k = self.settings.search.rrf_k
         ranks = {d: rank_of[t] for d, t in thread_of.items() if t in rank_of}
         boosts = {d: weight / (k + r) for d, r in ranks.items()}
@@ -577,12 +577,27 @@ class RetrievalVerbs:
         }
         return add_boost(fused, "user", boosts)
 
-    def _threads_of(self, keys: list[int]) -> dict[int, str]:
+    def _threads_of(self, keys: list[int], *, shared: bool = False) -> dict[int, str]:
+        """The thread of each document that has one.
+
+        ``shared``: only threads with another visible document. The thread signals lift a
+        document by what its thread holds; a thread of one document holds only that
+        document, whose own match would then count twice (a one-turn thread's turn
+        outranked a note that matched better on every signal).
+        """
         marks = ",".join("?" * len(keys))
+        others = (
+            " AND EXISTS (SELECT 1 FROM docs o WHERE o.thread = d.thread AND o.id != d.id "
+            "AND o.hidden = 0 AND o.zone = 0)"
+            if shared
+            else ""
+        )
         return {
             int(r[0]): str(r[1])
             for r in self.index.conn.execute(
-                f"SELECT id, thread FROM docs WHERE id IN ({marks}) AND thread IS NOT NULL", keys
+                f"SELECT d.id, d.thread FROM docs d WHERE d.id IN ({marks}) "
+                f"AND d.thread IS NOT NULL{others}",
+                keys,
             )
         }
 
@@ -594,7 +609,7 @@ class RetrievalVerbs:
         """
         if not fused:
             return fused
-        thread_of = self._threads_of([f.key for f in fused])
+        thread_of = self._threads_of([f.key for f in fused], shared=True)
         scores: dict[str, list[float]] = {}
         for item in fused:
             if item.key in thread_of:
