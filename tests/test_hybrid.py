@@ -264,8 +264,12 @@ def test_search_cli_modes_notes_and_errors(toy: None, root: Path) -> None:
     hits = json.loads(out)
     assert hits[0]["path"] == "t/a2.md"
     assert hits[0]["why"]["mode"] == "hybrid" and hits[0]["why"]["bm25_rank"] == 1
+    assert "nearest by meaning" not in err
     code, out, err = _cli("search", "violin", "--mode", "bm25", "--json", "--root", r, env=env)
     assert code == 0 and json.loads(out)[0]["why"]["mode"] == "bm25"
+    # No document holds a word of the query: vectors still answer, and the CLI says so.
+    code, out, err = _cli("search", "xylophone", "--mode", "hybrid", "--root", r, env=env)
+    assert code == 0 and out.strip() and "note: no result contains a word" in err
     code, out, err = _cli("search", " ?!.. ", "--root", r, env=env)
     assert code != 0 and err.startswith("error: ") and "no searchable words" in err
     code, out, err = _cli("search", "violin " * 2000, "--mode", "vector", "--root", r, env=env)

@@ -72,6 +72,13 @@ def search_cmd(
             mode=mode,
             progress=ProgressPrinter("embedding"),
         )
+        if hits and not any("bm25_rank" in h.why for h in hits):
+            # A nearest neighbour always exists: say when nothing matched a word.
+            click.echo(
+                "note: no result contains a word of the query; they are the nearest by "
+                "meaning (see each hit's why.vector_score)",
+                err=True,
+            )
         if include_worklog:
             size = limit or mem.settings.search.default_limit
             hits += mem.search_worklogs(
