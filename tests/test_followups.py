@@ -238,3 +238,15 @@ def test_core_errors_do_not_name_cli_flags(kitchen: Memory) -> None:
         assert "--" not in str(raised.value)
     assert "26-character" in str(walk.value)
     assert "'..'" in str(dots.value)
+
+
+@pytest.mark.parametrize(("name", "scope"), [("Bad Name", "x"), ("ok", "   ")])
+def test_a_bad_bundle_is_the_callers_input(kitchen: Memory, name: str, scope: str) -> None:
+    """It was a ProgramError, a config error: HTTP answered 500 for the caller's typo."""
+    from memdir.errors import InvalidInput
+
+    before = (kitchen.root / "PROGRAM.md").read_bytes()
+    with pytest.raises(InvalidInput) as err:
+        kitchen.bundle_add(name, scope)
+    assert err.value.http_status == 400
+    assert (kitchen.root / "PROGRAM.md").read_bytes() == before

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import MemdirError, ProgramError
+from .errors import InvalidInput, MemdirError, ProgramError
 
 _HEADING = re.compile(r"^##\s+(?P<name>.+?)\s*#*\s*$")
 _ITEM = re.compile(r"^[-*]\s+`?(?P<key>[^`:]+?)`?\s*:\s*(?P<value>.*?)\s*$")
@@ -250,13 +250,14 @@ def _bundle_lines(text: str) -> Iterator[tuple[int, str]]:
 
 def add_bundle(text: str, name: str, scope: str) -> str:
     """PROGRAM.md text with bundle ``name`` added (or its scope replaced)."""
+    # The caller's input (InvalidInput, a 400), not a PROGRAM.md that does not parse.
     if not BUNDLE_NAME.match(name):
-        raise ProgramError(
+        raise InvalidInput(
             f"bundle name {name!r} must be lowercase letters, digits, '-' or '_' (max 63)"
         )
     scope = " ".join(scope.split())
     if not scope:
-        raise ProgramError(f"bundle '{name}' needs a non-empty scope")
+        raise InvalidInput(f"bundle '{name}' needs a non-empty scope")
     parse(text)  # refuse to edit a file that does not parse
     lines = text.splitlines()
     entry = f"- {name}: {scope}"
