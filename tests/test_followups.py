@@ -250,3 +250,10 @@ def test_a_bad_bundle_is_the_callers_input(kitchen: Memory, name: str, scope: st
         kitchen.bundle_add(name, scope)
     assert err.value.http_status == 400
     assert (kitchen.root / "PROGRAM.md").read_bytes() == before
+
+
+def test_consolidate_does_not_call_its_own_articles_a_stale_index(kitchen: Memory) -> None:
+    kitchen.ingest([("bread.md", BREAD)])
+    done = kitchen.consolidate()
+    assert done["articles"] and done["refine"]["stale_index"] is False
+    assert kitchen.doctor().ok

@@ -397,6 +397,9 @@ class EngineVerbs:
     ) -> dict[str, Any]:
         h = harness.load(self._root)
         audit = refining.audit(self._root, self.program(), h)
+        # What this run wrote so far is indexed first: the index is stale only if the files
+        # changed some other way (consolidate reported its own articles as staleness).
+        self.index.sync_paths([p for p in batch.paths if not p.startswith(".memdir/")])
         audit.stale_index = not self.index.compare().in_step
         previous = [r for r in runs.history(self._root, "refine") if "drift" in r.notes]
         before = int(previous[-1].notes["drift"]) if previous else None
