@@ -257,3 +257,12 @@ def test_consolidate_does_not_call_its_own_articles_a_stale_index(kitchen: Memor
     done = kitchen.consolidate()
     assert done["articles"] and done["refine"]["stale_index"] is False
     assert kitchen.doctor().ok
+
+
+def test_open_refuses_settings_and_overrides_together(kitchen: Memory) -> None:
+    from memdir.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="not both"):
+        Memory.open(kitchen.root, settings=kitchen.settings, overrides={"search": {"rrf_k": 5}})
+    with Memory.open(kitchen.root, settings=kitchen.settings) as again:
+        assert again.settings is kitchen.settings

@@ -645,7 +645,13 @@ class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
         settings: Settings | None = None,
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Memory:
-        """Open the store at ``root`` (or found from ``MEMDIR_ROOT`` / the current folder)."""
+        """Open the store at ``root`` (or found from ``MEMDIR_ROOT`` / the current folder).
+
+        ``settings`` is used as given; ``overrides`` are applied over the store's config and
+        the environment. Not both: the overrides would have nothing to apply to.
+        """
+        if settings is not None and overrides:
+            raise InvalidInput("Memory.open takes settings or overrides, not both")
         found = find_root(explicit=root)
         resolved = settings or load_settings(found, overrides)
         return cls(Store(found, resolved), Index(found), resolved)
