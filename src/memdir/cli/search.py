@@ -58,7 +58,7 @@ def search_cmd(
     from ..retrieval import ProgressPrinter
 
     with memory(ctx, root) as mem:
-        _effective, note = mem.search_mode(mode)
+        effective, note = mem.search_mode(mode)
         if note:
             click.echo(f"note: {note}", err=True)
         hits = mem.search(
@@ -72,8 +72,9 @@ def search_cmd(
             mode=mode,
             progress=ProgressPrinter("embedding"),
         )
-        if hits and not any("bm25_rank" in h.why for h in hits):
-            # A nearest neighbour always exists: say when nothing matched a word.
+        if effective == "hybrid" and hits and not any("bm25_rank" in h.why for h in hits):
+            # A nearest neighbour always exists: say when nothing matched a word (asked
+            # for by --mode vector, the note would only repeat the mode).
             click.echo(
                 "note: no result contains a word of the query; they are the nearest by "
                 "meaning (see each hit's why.vector_score)",
