@@ -117,9 +117,9 @@ def _big_log(tag: str) -> list[dict[str, Any]]:
 def test_a_turn_left_out_under_two_reasons_is_listed_once(tmp_path: Path) -> None:
     mem = _open(tmp_path, context_ancestors=0)
     try:
-        big = mem.record_turn(
-            thread="t", input="zebra migration", output="done", worklog=_big_log("a")
-        )
+        # No work log: no shorter form to fall back on, so it is left out under both reasons.
+        long = "zebra migration " + " ".join(f"step{n}" for n in range(400))
+        big = mem.record_turn(thread="t", input=long, output="done")
         mem.record_turn(thread="t", input="next", output="ok", parents=[big.id])
         full = mem.context(thread="t", keywords=["zebra"], budget=10_000)
         assert big.id in [item.ref for item in full.items]
@@ -140,10 +140,11 @@ def test_a_turn_that_fits_in_a_shorter_form_is_not_listed_as_omitted(tmp_path: P
         mem.record_turn(thread="t", input="next", output="ok", parents=[big.id])
         full = mem.context(thread="t", budget=10_000)
         pack = mem.context(thread="t", budget=full.tokens - 1)
-        item = next(i for i in pack.items if i.ref == big.id)  # as an ancestor, without work
-        assert item.reason.startswith("ancestor of")
-        assert item.also == ["latest turn of thread t"]
-        assert "**Work:**" not in item.text
+        # Too big with its work, it is offered again without it, under its first reason
+        # (it was left out there and only came in later, as an ancestor).
+        item = next(i for i in pack.items if i.ref == big.id)
+        assert item.reason == "latest turn of thread t"
+        assert "**Work:**" not in item.text and "**Input:** plan" in item.text
         assert big.id not in [o["ref"] for o in pack.omitted]
         assert tokens.count(pack.text) <= pack.budget
     finally:

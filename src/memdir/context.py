@@ -218,14 +218,23 @@ class _Builder:
                 self.skipped.append(entry)
             return
         title = f"turn {rec.id} · thread {rec.thread} · {rec.created}"
-        body = _turn_body(rec, form, self.limit)
-        text = _item_text(title, reason, body)
-        # Counted in two parts: the body of a turn comes back in many packs under other
-        # reasons, and the counter keeps counts by text. The heading ends in a blank line,
-        # where cl100k never merges across, and the whole pack is counted again at the end.
-        head = text[: len(text) - len(body.rstrip())] if body.strip() else text
-        tokens = self.counter.count(head) + self.counter.count(text[len(head) :])
-        self.offer(PackItem("turn", rec.id, path, reason, text), tokens)
+        tried = ""
+        # A turn that does not fit with its work (the compact of its tool calls) is offered
+        # again as input and output alone before the pack moves on: the thread's latest
+        # turn matters more than the items after it.
+        for shape in (form, "short") if form == "full" else (form,):
+            body = _turn_body(rec, shape, self.limit)
+            if body == tried:
+                return  # no work to leave out: the same text would not fit either
+            tried = body
+            text = _item_text(title, reason, body)
+            # Counted in two parts: the body of a turn comes back in many packs under other
+            # reasons, and the counter keeps counts by text. The heading ends in a blank
+            # line, where cl100k never merges across, and the pack is counted again at the end.
+            head = text[: len(text) - len(body.rstrip())] if body.strip() else text
+            tokens = self.counter.count(head) + self.counter.count(text[len(head) :])
+            if self.offer(PackItem("turn", rec.id, path, reason, text), tokens):
+                return
 
 
 _TURN_COLS = "d.path, d.episode_id, d.thread, d.user, d.created"
