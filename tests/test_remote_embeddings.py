@@ -13,12 +13,11 @@ import pytest
 
 from http_server import ServiceHandler, fake_service, free_port
 from memdir import embeddings as emb
-from memdir.errors import MissingExtra, ProviderError
+from memdir.errors import MissingExtra, ModelMismatch, ProviderError
 from memdir.remote_embeddings import OpenAIEmbedder
 from memdir.service import Memory
 from memdir.settings import EmbeddingsSettings
 from memdir.store import Store
-from memdir.vectors import ModelMismatch
 
 KEY = "sk-test-4f9a1c77e2"
 

@@ -407,3 +407,13 @@ def test_ls_titles_a_turn_as_search_does(tmem: Memory) -> None:
     [hit] = tmem.search("shipped", type="turn", mode="bm25")
     assert titles[rec.path] == hit.title and hit.title.startswith("deploys · ana · ")
     assert titles["notes/a.md"] == "A note"
+
+
+def test_worklog_search_limit_defaults_to_the_search_limit(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "s", git=False)
+    with Memory.open(root, overrides={**NO_GIT, "search": {"default_limit": 2}}) as mem:
+        log = [{"tool": "read", "args": {"path": "a.md"}, "result": "the zebrafish section"}]
+        for n in range(3):
+            mem.record_turn(thread=f"t{n}", input="look", output="ok", worklog=log)
+        assert len(mem.search_worklogs("zebrafish")) == 2
+        assert len(mem.search_worklogs("zebrafish", limit=3)) == 3

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from memdir import embeddings as emb
-from memdir.errors import InvalidQuery, MissingExtra, ProviderError
+from memdir.errors import InvalidQuery, MissingExtra, ModelMismatch, ProviderError
 from memdir.plugins import hookimpl
 from memdir.retrieval import RetrievalVerbs
 from memdir.service import Memory
 from memdir.store import Store
-from memdir.vectors import ModelMismatch, passage, turn_text
+from memdir.vectors import passage, turn_text
 
 CALLS: list[int] = []
 

@@ -115,6 +115,13 @@ class MissingExtra(ProviderError):
     http_status = 501
 
 
+class ModelMismatch(ProviderError):
+    """The store's vectors were made by another model than the configured one."""
+
+    code = "model_mismatch"
+    http_status = 409
+
+
 class Unauthorized(MemdirError):
     code = "unauthorized"
     http_status = 401

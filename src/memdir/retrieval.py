@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any
 
-from .errors import InvalidInput, InvalidQuery, MissingExtra, ProviderError
+from .errors import InvalidInput, InvalidQuery, MissingExtra, ModelMismatch, ProviderError
 from .fusion import Fused, add_boost, diversify, rrf
 from .index.search import Filters, Hit, bm25, fts_query, words
 from .text import lone_surrogate
@@ -166,8 +166,6 @@ class RetrievalVerbs:
 
     def search_mode(self, mode: str | None = None) -> tuple[str, str | None]:
         """The mode a search will run in and, when it falls back to bm25, why."""
-        from .vectors import ModelMismatch
-
         wanted = (mode or self.settings.search.mode or "auto").strip().lower()
         if wanted not in MODES:
             raise InvalidInput(f"unknown search mode {wanted!r} (use {', '.join(MODES)})")

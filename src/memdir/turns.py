@@ -810,7 +810,7 @@ class TurnVerbs:
         return len(todo)
 
     def search_worklogs(
-        self, query: str, *, limit: int = 10, filters: Filters | None = None
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
     ) -> list[Hit]:
         """BM25 over the raw work logs of turns (mode two, on demand); pointers to sidecars.
 
@@ -819,6 +819,8 @@ class TurnVerbs:
         """
         from .index.search import Filters, Hit, fts_query
 
+        if limit is None:
+            limit = self.settings.search.default_limit  # as search
         if limit < 1 or limit > 1000:
             raise InvalidInput(f"limit must be between 1 and 1000, got {limit}")
         match = fts_query(query)

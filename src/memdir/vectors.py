@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import links
-from .errors import ProviderError
+from .errors import ModelMismatch, ProviderError
 from .index import postings
 from .index.search import Filters
 
@@ -81,13 +81,6 @@ class FirstPass:
     query: Any = None
     order_by: Any = None  # exact float32 scores, or int8 approximations
     upper: Any = None  # approximation + error bound (None when exact)
-
-
-class ModelMismatch(ProviderError):
-    """The store's vectors were made by another model than the configured one."""
-
-    code = "model_mismatch"
-    http_status = 409
 
 
 TURN_SECTIONS = ("input", "compact", "output")
