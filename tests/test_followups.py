@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
+from memdir import frontmatter
 from memdir.compact import DefaultCompactor
 from memdir.errors import Conflict, HarnessChanged
 from memdir.service import Memory
@@ -266,3 +267,16 @@ def test_open_refuses_settings_and_overrides_together(kitchen: Memory) -> None:
         Memory.open(kitchen.root, settings=kitchen.settings, overrides={"search": {"rrf_k": 5}})
     with Memory.open(kitchen.root, settings=kitchen.settings) as again:
         assert again.settings is kitchen.settings
+
+
+def test_two_hand_dropped_misfits_of_one_name_get_their_own_ids(kitchen: Memory) -> None:
+    off = "# Markets\n\nThe stock market closed higher after the central bank held rates.\n"
+    ids = []
+    for _ in range(2):
+        _drop(kitchen.root, "inbox/notes.md", off)
+        [moved] = kitchen.consolidate()["quarantined"]
+        placed = frontmatter.parse((kitchen.root / moved["to"]).read_text()).fm
+        ids.append(placed["episode_id"])
+    assert ids[0] != ids[1]
+    report = kitchen.memory_report()
+    assert not report.warnings

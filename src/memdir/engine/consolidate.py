@@ -12,6 +12,7 @@ from typing import Any
 from .. import coverage, frontmatter
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..harness import Harness
+from ..ids import new_id
 from ..program import Program
 from . import routing, wiki
 from .files import Batch, markdown_under
@@ -177,7 +178,10 @@ def quarantine(batch: Batch, src: Source, reason: str, scores: Mapping[str, floa
         else (
             frontmatter.render(
                 {
-                    "episode_id": src.episode_id,
+                    # A file dropped by hand with no frontmatter has only its name: two such
+                    # notes.md, quarantined at different times, would share one id, and a
+                    # merge of one would cover the other. It gets a fresh id, as ingest gives.
+                    "episode_id": new_id(),
                     "memory_kind": "episodic",
                     "type": "ingest",
                     "quarantine_reason": reason,
