@@ -14,6 +14,7 @@ from memdir.errors import InvalidInput
 from memdir.plugins import hookimpl, manager
 from memdir.service import Memory
 from memdir.store import Store
+from test_hybrid import _turn
 from test_vectors import Letters
 
 FILLER = " ".join(f"Paragraph {n} talks about capacity planning for storage." for n in range(12))
@@ -31,15 +32,6 @@ def _open(root: Path, provider: str = "letters", **options: Any) -> Memory:
             "store": {"git_commit": False},
             "embeddings": {"provider": provider, **options},
         },
-    )
-
-
-def _turn(mem: Memory, path: str, thread: str, user: str, created: str, said: str) -> None:
-    mem.write(
-        path,
-        f'---\ntype: turn\nmemory_kind: episodic\nthread: "{thread}"\nuser: "{user}"\n'
-        f'created: "{created}"\n---\n\n## Input\n\n{said}\n\n## Compact\n\n- No tool calls.\n\n'
-        "## Output\n\n\n",
     )
 
 
