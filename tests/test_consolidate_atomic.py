@@ -4,7 +4,6 @@ says what failed; ingest records derived-from only for a given provenance."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ from memdir.errors import InvalidDocument, InvalidInput, MemdirError, ProviderEr
 from memdir.plugins import hookimpl, manager
 from memdir.service import Memory
 from memdir.store import Store
+from test_engine_review import git
 
 SOURCES = [
     (
@@ -84,13 +84,6 @@ def eng(tmp_path: Path, flaky: type[Flaky]) -> Iterator[Memory]:
     mem.ingest(SOURCES)
     yield mem
     mem.close()
-
-
-def git(root: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    )
-    return done.stdout
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
