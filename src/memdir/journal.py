@@ -30,9 +30,10 @@ import secrets
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
+from typing import Any
 
 MAGIC = b"MDJ1"
 _HEAD = struct.Struct("<4sII")
@@ -73,31 +74,77 @@ def _syncfs(fd: int) -> None:
     os.sync()
 
 
+def frame(header: Mapping[str, Any], payload: bytes = b"") -> bytes:
+    """One record: the magic, the body's length and CRC-32, then a JSON header line and
+    ``payload``."""
+    body = json.dumps(header).encode() + b"\n" + payload
+    return _HEAD.pack(MAGIC, len(body), zlib.crc32(body)) + body
+
+
+def frames(blob: bytes) -> Iterator[tuple[dict[str, Any], bytes]]:
+    """Every whole record of ``blob`` as (header, payload), in order; a torn tail ends it."""
+    offset = 0
+    while offset + _HEAD.size <= len(blob):
+        magic, size, crc = _HEAD.unpack_from(blob, offset)
+        start = offset + _HEAD.size
+        body = blob[start : start + size]
+        if magic != MAGIC or len(body) != size or zlib.crc32(body) != crc:
+            return
+        head, _, payload = body.partition(b"\n")
+        yield json.loads(head), payload
+        offset = start + size
+
+
 def encode(files: Sequence[tuple[str, bytes]]) -> bytes:
-    header = json.dumps({"files": [[rel, len(data)] for rel, data in files]}).encode()
-    payload = b"".join([header, b"\n", *(data for _rel, data in files)])
-    return _HEAD.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+    header = {"files": [[rel, len(data)] for rel, data in files]}
+    return frame(header, b"".join(data for _rel, data in files))
 
 
 def decode(blob: bytes) -> list[list[tuple[str, bytes]]]:
     """Every whole record of a journal, in order (a torn tail is dropped)."""
     records: list[list[tuple[str, bytes]]] = []
-    offset = 0
-    while offset + _HEAD.size <= len(blob):
-        magic, size, crc = _HEAD.unpack_from(blob, offset)
-        start = offset + _HEAD.size
-        payload = blob[start : start + size]
-        if magic != MAGIC or len(payload) != size or zlib.crc32(payload) != crc:
-            break
-        head, _, rest = payload.partition(b"\n")
+    for header, rest in frames(blob):
         files: list[tuple[str, bytes]] = []
         at = 0
-        for rel, length in json.loads(head)["files"]:
+        for rel, length in header["files"]:
             files.append((str(rel), rest[at : at + int(length)]))
             at += int(length)
         records.append(files)
-        offset = start + size
     return records
+
+
+def locked_owners(where: Path, suffix: str) -> Iterator[tuple[Path, int]]:
+    """The files named ``*suffix`` in ``where`` whose process is gone, each locked.
+
+    Yields (path, fd) with an exclusive flock on fd; a file whose owner still holds its lock
+    is passed over. The caller reads it and removes it; the fd is closed after.
+    """
+    try:
+        names = sorted(os.listdir(where))
+    except FileNotFoundError:
+        return
+    for name in names:
+        if not name.endswith(suffix):
+            continue
+        path = where / name
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its process is alive
+            yield path, fd
+        finally:
+            os.close(fd)
+
+
+def read_all(fd: int) -> bytes:
+    with open(fd, "rb", closefd=False) as handle:
+        handle.seek(0)
+        return handle.read()
 
 
 class Journal:
@@ -182,36 +229,15 @@ def recover(root: Path, write: Callable[[str, bytes], None]) -> list[str]:
 
     ``write(rel, data)`` writes one file durably (the store's atomic write).
     """
-    where = folder(root)
-    try:
-        names = sorted(os.listdir(where))
-    except FileNotFoundError:
-        return []
     named: list[str] = []
-    for name in names:
-        if not name.endswith(".log"):
-            continue
-        path = where / name
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # its process is alive
-            with open(fd, "rb", closefd=False) as handle:
-                blob = handle.read()
-            for files in decode(blob):
-                for rel, data in files:
-                    named.append(rel)
-                    if _torn(root / rel, data):
-                        write(rel, data)
-            with suppress(FileNotFoundError):
-                path.unlink()
-        finally:
-            os.close(fd)
+    for path, fd in locked_owners(folder(root), ".log"):
+        for files in decode(read_all(fd)):
+            for rel, data in files:
+                named.append(rel)
+                if _torn(root / rel, data):
+                    write(rel, data)
+        with suppress(FileNotFoundError):
+            path.unlink()
     return list(dict.fromkeys(named))
 
 

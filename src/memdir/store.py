@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import frontmatter, paths, provenance
+from . import frontmatter, paths, provenance, undo
 from .errors import (
     Conflict,
     InvalidDocument,
@@ -248,6 +248,7 @@ class Store:
         ]
         self.git = GitLog(root, settings.store.git_batch_seconds, lock_timeout=timeout * 2)
         self._journal = Journal(root)
+        self.put_back: list[str] = []  # files put back by recovery, for the index to sync
         self._recover()
 
     def _recover(self) -> None:
@@ -263,6 +264,11 @@ class Store:
         named = recover(self.root, write)
         if named:
             self._queue_commit(named, "memdir", f"recover {len(named)} journaled writes")
+        if undo.pending(self.root):
+            # Engine runs whose process died before they committed are put back (memdir.undo).
+            with self.lock():
+                for _verb, restored, _kept in undo.recover(self.root, atomic_write):
+                    self.put_back += restored
 
     # -- creation ---------------------------------------------------------------
 

@@ -6,7 +6,6 @@ way can put every file back (:meth:`Batch.all_or_nothing`): nothing half-done is
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MemdirError
 from ..store import Store, atomic_write
+from ..undo import Undo
 from . import runs
 
 if TYPE_CHECKING:
@@ -33,24 +33,17 @@ class Batch:
         self.store = store
         self.index = index
         self.paths: list[str] = []
-        self._before: dict[str, bytes | None] = {}  # path -> bytes before (None: no file)
-        self._wrote: dict[str, bytes | None] = {}  # path -> what this batch left there
-        self._folders: list[Path] = []  # folders this batch created
-        self._rows: list[str] = []  # lines this batch appended to runs.tsv
-        self._runs_existed = True  # whether runs.tsv was there before the first of them
-
-    def _remember(self, norm: str, target: Path) -> None:
-        if norm not in self._before:
-            self._before[norm] = target.read_bytes() if target.is_file() else None
+        self._undo = Undo(store.root, durable=store.durable)
 
     def _make_folder(self, folder: Path) -> None:
         missing = []
         while not folder.exists():
             missing.append(folder)
             folder = folder.parent
+        for made in reversed(missing):
+            self._undo.folder(made.relative_to(self.store.root).as_posix())
         if missing:
             missing[0].mkdir(parents=True, exist_ok=True)
-            self._folders += missing
 
     def write(self, rel: str, text: str) -> str:
         """Write ``text`` (checked as every write is: Store.check_document) if it changed."""
@@ -59,20 +52,18 @@ class Batch:
         self._make_folder(target.parent)
         current = target.read_bytes() if target.is_file() else None
         if current != raw:
-            self._remember(norm, target)
+            self._undo.file(norm, current, raw)
             with self.store.lock():
                 atomic_write(target, raw)
-            self._wrote[norm] = raw
             self.paths.append(norm)
         return norm
 
     def delete(self, rel: str) -> None:
         norm, target = self.store.resolve(rel)
         if target.is_file():
-            self._remember(norm, target)
+            self._undo.file(norm, target.read_bytes(), None)
             with self.store.lock():
                 target.unlink()
-            self._wrote[norm] = None
             self.paths.append(norm)
 
     def add_private(self, name: str) -> None:
@@ -84,10 +75,10 @@ class Batch:
     ) -> runs.Run:
         """Append a row to ``.memdir/runs.tsv`` (committed with the batch; taken out again
         by :meth:`rollback`, leaving rows other processes added meanwhile)."""
-        if not self._rows:
-            self._runs_existed = runs.path_of(self.store.root).is_file()
-        row = runs.append(self.store.root, verb, status, notes, head=head)
-        self._rows.append(row.raw + "\n")
+        line = runs.format_row(verb, status, notes, head=head)
+        created = not runs.path_of(self.store.root).is_file()
+        self._undo.line(".memdir/runs.tsv", line, created=created, header=runs.HEADER)
+        row = runs.append_row(self.store.root, line)
         self.add_private("runs.tsv")
         return row
 
@@ -95,15 +86,21 @@ class Batch:
     def all_or_nothing(self, verb: str) -> Iterator[None]:
         """Run the block; if it raises, :meth:`rollback` and re-raise, saying so.
 
+        From here until :meth:`commit`, what the batch changes is also noted on disk
+        (memdir.undo), so a process that dies before the commit is put back the next time
+        the store is opened.
+
         A :class:`MemdirError` keeps its class (and so its code) with the message prefixed;
         any other error becomes a MemdirError naming it. Interrupts pass through unchanged.
         """
+        self._undo.keep_on_disk(verb)
         try:
             yield
         except BaseException as exc:
             try:
                 restored, kept = self.rollback()
             except Exception as undo:
+                self._undo.release()  # the next store opened tries again
                 raise MemdirError(
                     f"{verb} failed ({type(exc).__name__}: {exc}), and putting its files back "
                     f"failed too ({type(undo).__name__}: {undo}); `git status` shows what is left"
@@ -129,49 +126,18 @@ class Batch:
         A file changed by someone else since this batch wrote it is left alone. Returns the
         paths put back and the paths left alone.
         """
-        restored: list[str] = []
-        kept: list[str] = []
-        root = self.store.root
         with self.store.lock():
-            for norm, old in self._before.items():
-                target = root / norm
-                now = target.read_bytes() if target.is_file() else None
-                if now == old:
-                    continue
-                if now != self._wrote.get(norm):
-                    kept.append(norm)
-                    continue
-                if old is None:
-                    target.unlink()
-                else:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    atomic_write(target, old)
-                restored.append(norm)
-            if self._rows:
-                self._drop_rows(runs.path_of(root))
-            for folder in sorted(self._folders, key=lambda f: len(f.parts), reverse=True):
-                with contextlib.suppress(OSError):  # only when empty: a file put there stays
-                    folder.rmdir()
-        if self.index is not None and self._before:
-            self.index.sync_paths(list(self._before))
+            restored, kept = self._undo.put_back(atomic_write)
+        touched = list(self._undo.before)
+        if self.index is not None and touched:
+            self.index.sync_paths(touched)
         self._forget()
         return restored, kept
 
     def _forget(self) -> None:
-        self.paths, self._before, self._wrote, self._folders, self._rows = [], {}, {}, [], []
-
-    def _drop_rows(self, target: Path) -> None:
-        if not target.is_file():
-            return
-        text = target.read_text(encoding="utf-8", errors="surrogateescape")
-        for row in reversed(self._rows):
-            at = text.rfind(row)
-            if at >= 0:
-                text = text[:at] + text[at + len(row) :]
-        if text == runs.HEADER and not self._runs_existed:
-            target.unlink()  # the batch made the file, and no other run added a row
-        else:
-            atomic_write(target, text.encode("utf-8", errors="surrogateescape"))
+        self._undo.close()
+        self.paths = []
+        self._undo = Undo(self.store.root, durable=self.store.durable)
 
     def commit(self, message: str, actor: str = "memdir-engine") -> bool:
         """One commit of everything written (False when git is off or nothing changed).

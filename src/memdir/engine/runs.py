@@ -31,12 +31,16 @@ def _clean(value: Any) -> str:
     return " ".join(str(value).replace("\t", " ").split())
 
 
-def append(root: Path, verb: str, status: str, notes: Mapping[str, Any], *, head: str = "") -> Run:
-    """Append a row. ``head`` is free text written before the key=value pairs."""
+def format_row(verb: str, status: str, notes: Mapping[str, Any], *, head: str = "") -> str:
+    """One row, newline included. ``head`` is free text written before the key=value pairs."""
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     parts = [_clean(head)] if head else []
     parts += [f"{k}={_clean(v).replace(' ', '_')}" for k, v in notes.items()]
-    line = "\t".join([stamp, _clean(verb), _clean(status), " ".join(parts)]) + "\n"
+    return "\t".join([stamp, _clean(verb), _clean(status), " ".join(parts)]) + "\n"
+
+
+def append_row(root: Path, line: str) -> Run:
+    """Append a row made by :func:`format_row` (the file and its header made if missing)."""
     target = path_of(root)
     target.parent.mkdir(parents=True, exist_ok=True)
     fresh = not target.exists()
