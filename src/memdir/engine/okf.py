@@ -8,9 +8,11 @@ reserved structure, and the bundle-root ``index.md`` declares ``okf_version: "0.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote, unquote
 
 from .. import frontmatter
 
@@ -28,15 +30,33 @@ class Entry:
     url: str
     description: str = ""
 
+    @property
+    def path(self) -> str:
+        """The relative path the entry's URL names (percent-decoded)."""
+        return unquote(self.url)
+
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def url_for(path: str) -> str:
+    """A relative path as a link URL: each segment percent-encoded, ``/`` kept.
+
+    A file or folder name with a space, a parenthesis or a ``#`` would otherwise end or split
+    the ``(url)`` of a link; ``quick notes.md`` becomes ``quick%20notes.md``.
+    """
+    return quote(path, safe="/")
+
+
+def link_text(title: str) -> str:
+    """A title as link text: one line, with backslashes and brackets escaped."""
+    return _one_line(title).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+
+
 def render_entry(entry: Entry) -> str:
     """One OKF §8 index line; brackets in titles are escaped, descriptions are one line."""
-    title = _one_line(entry.title).replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
-    line = f"* [{title or 'untitled'}]({entry.url})"
+    line = f"* [{link_text(entry.title) or 'untitled'}]({entry.url})"
     description = _one_line(entry.description)
     return f"{line} - {description}" if description else line
 
@@ -82,6 +102,24 @@ def render_index(
 class LogEntry:
     date: str  # YYYY-MM-DD
     text: str
+
+
+def log_date(value: object, default: str = "1970-01-01") -> str:
+    """The ``YYYY-MM-DD`` a log groups an entry under: the date ``value`` starts with.
+
+    ``value`` is a date or an RFC 3339 time as frontmatter holds it (``generated.at``); any
+    other value (``last tuesday``, a number, nothing) gives ``default``, so that a log heading
+    is always a real date.
+    """
+    text = value.strip() if isinstance(value, str) else ""
+    head = text[:10]
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", head) and (len(text) == 10 or text[10] in "Tt "):
+        try:
+            _dt.date.fromisoformat(head)
+        except ValueError:
+            return default
+        return head
+    return default
 
 
 def render_log(title: str, items: Iterable[LogEntry]) -> str:

@@ -103,7 +103,7 @@ class Walker:
             queue.sort(key=lambda t: -t[0])
             _, rel = queue.pop(0)
             for entry in okf.entries(self._read(rel, body=False)):
-                dest = posixpath.normpath(posixpath.join(posixpath.dirname(rel), entry.url))
+                dest = posixpath.normpath(posixpath.join(posixpath.dirname(rel), entry.path))
                 score = _overlap(self.q, f"{entry.title} {entry.description} {dest}")
                 if dest.endswith("/index.md"):
                     if (score > 0 or rel == "index.md") and self.visible(dest):

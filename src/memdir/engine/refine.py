@@ -73,7 +73,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
             all_articles[a.path] = a
             stems.setdefault(a.slug, []).append(a.path)
     top = read_utf8(root / "index.md") if (root / "index.md").is_file() else ""
-    top_urls = {e.url for e in okf.entries(top)}
+    top_urls = {e.path for e in okf.entries(top)}
     for bundle in bundles:
         files = {
             rel.split("/", 2)[2]: (root / rel).read_text(encoding="utf-8", errors="replace")
@@ -91,7 +91,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
             if name == "index.md":
                 listed = set()
                 for entry in okf.entries(text):
-                    dest = _resolve(src, entry.url, root)
+                    dest = _resolve(src, entry.path, root)
                     if dest is None:
                         continue
                     listed.add(dest)

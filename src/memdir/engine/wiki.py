@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,46 +75,66 @@ def _topic_title(topic: str) -> str:
     return topic.replace("-", " ").capitalize()
 
 
-def regenerate(batch: Batch, root: Path, program: Program, bundle: str) -> list[str]:
-    """Rewrite a bundle's topic indexes, root index and log.md from its articles."""
-    items = articles(root, bundle)
-    by_topic: dict[str, list[Article]] = {}
-    for a in items:
-        by_topic.setdefault(a.topic, []).append(a)
-    written = []
-    topic_entries = []
-    for topic in sorted(t for t in by_topic if t):
-        listed = sorted(by_topic[topic], key=lambda a: a.title.lower())
-        entries = [okf.Entry(a.title, f"{a.slug}.md", a.description) for a in listed]
-        text = okf.render_index(_topic_title(topic), [("Articles", entries)])
-        written.append(batch.write(f"wiki/{bundle}/{topic}/index.md", text))
-        count = len(listed)
-        titles = ", ".join(a.title for a in listed[:3]) + (", ..." if count > 3 else "")
-        topic_entries.append(
-            okf.Entry(
-                _topic_title(topic),
-                f"{topic}/index.md",
-                f"{count} article{'s' if count != 1 else ''}: {titles}",
-            )
-        )
-    groups: list[tuple[str, list[okf.Entry]]] = [("Topics", topic_entries)]
-    loose = sorted(by_topic.get("", []), key=lambda a: a.title.lower())
-    if loose:
-        groups.append(
-            ("Articles", [okf.Entry(a.title, f"{a.slug}.md", a.description) for a in loose])
-        )
-    spec = program.bundle(bundle)
-    title = bundle if spec is None else f"{bundle}"
-    written.append(
-        batch.write(f"wiki/{bundle}/index.md", okf.render_index(title, groups, root=True))
+def _folder_entry(folder: str, under: list[Article]) -> okf.Entry:
+    """The index line of a folder: its index, with how many articles it holds (at any depth)."""
+    name = folder.rsplit("/", 1)[-1]
+    listed = sorted(under, key=lambda a: a.title.lower())
+    count = len(listed)
+    titles = ", ".join(a.title for a in listed[:3]) + (", ..." if count > 3 else "")
+    return okf.Entry(
+        _topic_title(name),
+        okf.url_for(f"{name}/index.md"),
+        f"{count} article{'s' if count != 1 else ''}: {titles}",
     )
+
+
+def _article_entries(items: list[Article]) -> list[okf.Entry]:
+    listed = sorted(items, key=lambda a: a.title.lower())
+    return [okf.Entry(a.title, okf.url_for(a.slug + ".md"), a.description) for a in listed]
+
+
+def regenerate(batch: Batch, root: Path, program: Program, bundle: str) -> list[str]:
+    """Rewrite a bundle's indexes (one per folder that holds articles), root index and log.md.
+
+    A topic is a folder under the bundle; an article filed deeper (``topic/part/a.md``) gets an
+    index in each folder down to it, so every index line points at a file in its own folder or
+    at the index of a folder just below.
+    """
+    items = articles(root, bundle)
+    prefix = f"wiki/{bundle}/"
+    direct: dict[str, list[Article]] = {}  # bundle-relative folder ("" is the root) -> articles
+    under: dict[str, list[Article]] = {}  # folder -> articles at any depth below it
+    for a in items:
+        folder = posixpath.dirname(a.path[len(prefix) :])
+        direct.setdefault(folder, []).append(a)
+        parts = folder.split("/") if folder else []
+        for n in range(1, len(parts) + 1):
+            under.setdefault("/".join(parts[:n]), []).append(a)
+    children: dict[str, list[str]] = {}
+    for folder in under:
+        children.setdefault(posixpath.dirname(folder), []).append(folder)
+    written = []
+    for folder in sorted(f for f in under if f):
+        groups: list[tuple[str, list[okf.Entry]]] = []
+        subs = sorted(children.get(folder, []))
+        if subs:
+            groups.append(("Topics", [_folder_entry(f, under[f]) for f in subs]))
+        if direct.get(folder):
+            groups.append(("Articles", _article_entries(direct[folder])))
+        title = _topic_title(folder.rsplit("/", 1)[-1])
+        text = okf.render_index(title, groups)
+        written.append(batch.write(f"{prefix}{folder}/index.md", text))
+    groups = [("Topics", [_folder_entry(f, under[f]) for f in sorted(children.get("", []))])]
+    if direct.get(""):
+        groups.append(("Articles", _article_entries(direct[""])))
+    written.append(batch.write(f"{prefix}index.md", okf.render_index(bundle, groups, root=True)))
     log_items = []
     for a in sorted(items, key=lambda a: (str(_generated_at(a)), a.path)):
-        at = _generated_at(a)
-        date = at[:10] if len(at) >= 10 else "1970-01-01"
-        rel = a.path.split("/", 2)[2]
-        log_items.append(okf.LogEntry(date, f"Added [{a.title}]({rel}) by {_generated_by(a)}"))
-    written.append(batch.write(f"wiki/{bundle}/log.md", okf.render_log(f"{bundle} log", log_items)))
+        rel = a.path[len(prefix) :]
+        link = f"[{okf.link_text(a.title)}]({okf.url_for(rel)})"
+        date = okf.log_date(_generated_at(a))
+        log_items.append(okf.LogEntry(date, f"Added {link} by {_generated_by(a)}"))
+    written.append(batch.write(f"{prefix}log.md", okf.render_log(f"{bundle} log", log_items)))
     return written
 
 
@@ -135,6 +156,8 @@ def regenerate_top(batch: Batch, root: Path, program: Program) -> str:
     entries = []
     for name in bundle_names(root, program):
         spec = program.bundle(name)
-        entries.append(okf.Entry(name, f"wiki/{name}/index.md", spec.scope if spec else ""))
+        entries.append(
+            okf.Entry(name, okf.url_for(f"wiki/{name}/index.md"), spec.scope if spec else "")
+        )
     body = okf.render_index("Index", [("Bundles", entries)])
     return batch.write("index.md", frontmatter.render(dict(TOP_INDEX_FM), body))

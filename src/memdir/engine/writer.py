@@ -22,6 +22,7 @@ from ..errors import InvalidInput, ProviderError
 from ..harness import Harness, validate_article
 from ..plugins import hookimpl
 from ..program import Budgets
+from . import okf
 from .terms import sentences, term_set, terms
 
 EXTRACTIVE = "extractive"
@@ -167,7 +168,7 @@ class ExtractiveWriter:
 
 def relative_link(from_topic: str, bundle_path: str) -> str:
     """A link from an article in ``from_topic`` to a bundle-relative ``/topic/slug.md``."""
-    return "../" + bundle_path.lstrip("/")
+    return ("../" if from_topic else "") + bundle_path.lstrip("/")
 
 
 def render_article(request: WriteRequest, draft: Draft, *, at: str, actor: str) -> str:
@@ -203,7 +204,7 @@ def render_article(request: WriteRequest, draft: Draft, *, at: str, actor: str) 
     lines += ["", "## Related", ""]
     if draft.related:
         lines += [
-            f"- [{r.title}]({relative_link(request.topic, r.path)})"
+            f"- [{okf.link_text(r.title)}]({okf.url_for(relative_link(request.topic, r.path))})"
             + (f" - {r.description}" if r.description else "")
             for r in draft.related
         ]
