@@ -18,6 +18,9 @@ HIDDEN_ZONES = ("quarantine/",)
 # a RecursionError in mkdir before they reached the file system's own limit).
 MAX_NAME_BYTES = 255
 MAX_DEPTH = 64
+# The longest full path (the store's own folder included) a file may have: Linux allows
+# 4095 bytes, and the temp file a write makes beside its target needs room for its name.
+MAX_PATH_BYTES = 4000
 
 
 def normalize(rel: str) -> str:
@@ -41,7 +44,7 @@ def normalize(rel: str) -> str:
     for part in parts:
         if part == "..":
             raise UnsafePath(f"path has a '..' part (paths are relative to the store root): {rel}")
-        if part in PRIVATE_DIRS:
+        if _private(part):
             raise UnsafePath(f"path is inside the private folder {part}/: {rel}")
         try:
             size = len(part.encode("utf-8"))
@@ -52,13 +55,20 @@ def normalize(rel: str) -> str:
     return "/".join(parts)
 
 
+def _private(part: str) -> bool:
+    """``.git`` or ``.memdir`` as a file system that ignores case, or trailing dots and spaces
+    (macOS, Windows), would read it."""
+    return part.rstrip(". ").lower() in PRIVATE_DIRS
+
+
 def confine(root: Path, rel: str) -> tuple[str, Path]:
-    """Normalise ``rel`` and resolve it under ``root``; refuse symlinks that lead outside.
+    """Normalise ``rel`` and resolve it under ``root``; refuse symlinks that lead outside,
+    symlink loops and paths longer than a file system holds.
 
     A path that goes through a symlink inside the store is answered with its real path.
     """
     norm = normalize(rel)
-    target = root / norm
+    target = _short_enough(root / norm, rel)
     if not _symlink_below(root, norm):
         return norm, target  # nothing under the root to follow: it stays inside
     # Resolve every symlink of the part that exists; the result must stay under the root,
@@ -68,7 +78,19 @@ def confine(root: Path, rel: str) -> tuple[str, Path]:
     if not real_target.startswith(real_root + os.sep):
         raise UnsafePath(f"path resolves outside the store through a symlink: {rel}")
     canonical = normalize(os.path.relpath(real_target, real_root).replace(os.sep, "/"))
-    return canonical, root / canonical
+    if _symlink_below(root, canonical):
+        # realpath leaves a symlink in place only when following it comes back to itself
+        raise UnsafePath(f"path goes through a symlink loop: {rel}")
+    return canonical, _short_enough(root / canonical, rel)
+
+
+def _short_enough(target: Path, rel: str) -> Path:
+    if len(os.fsencode(target)) > MAX_PATH_BYTES:
+        raise UnsafePath(
+            f"path is too long: with the store's folder it is over {MAX_PATH_BYTES} bytes: "
+            f"{rel[:80]}…"
+        )
+    return target
 
 
 def inside(real_root: str, path: str) -> bool:

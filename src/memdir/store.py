@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import os
@@ -28,6 +29,7 @@ from .errors import (
     StoreExists,
     StoreNotFound,
     TooLarge,
+    UnsafePath,
 )
 from .gitlog import GitLog, run_git
 from .journal import Journal, recover
@@ -39,6 +41,7 @@ from .text import lone_surrogate
 
 ROOT_ENV = "MEMDIR_ROOT"
 LOCK_STRIPES = 64
+TEMP_NAME_BYTES = 40  # of the target's name kept in its temp file's name
 STORE_FOLDERS = (
     "inbox",
     "quarantine",
@@ -130,7 +133,9 @@ def _make_folder(folder: Path) -> None:
 def _stage(target: Path, data: bytes) -> tuple[str, int]:
     """Write ``data`` to a new temp file beside ``target``; return its name and open fd."""
     _make_folder(target.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # The temp file's name must fit where the target's does: a name of 255 bytes is allowed.
+    short = os.fsencode(target.name)[:TEMP_NAME_BYTES].decode("utf-8", errors="ignore")
+    fd, tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".tmp", dir=target.parent)
     try:
         view = memoryview(data)
         while view:
@@ -346,10 +351,14 @@ class Store:
                 # A pipe or a device would block the reader (a server thread) or never end.
                 raise InvalidInput(f"{norm} is not a regular file")
             return target.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise NotFound(f"no such file in the store: {norm}") from None
         except IsADirectoryError:
             raise NotFound(f"{norm} is a folder, not a file") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePath(f"path goes through a symlink loop: {norm}") from None
+            raise
 
     def read_text(self, rel: str) -> str:
         data = self.read_bytes(rel)
@@ -436,6 +445,8 @@ class Store:
         """Validate one file's path and content; apply provenance. Writes nothing."""
         norm, target = self.resolve(rel)
         self._outside_nested_repository(norm)
+        if target.is_dir():
+            raise Conflict(f"{norm} is a folder, not a file: choose another name")
         if markdown_only and not paths.is_markdown(norm):
             raise InvalidDocument(f"{norm}: only markdown (.md) files can be written here")
         raw = self._check_content(norm, content)

@@ -49,6 +49,16 @@ def header_text(value: str) -> str:
         return value
 
 
+def printable(text: str) -> str:
+    """``text`` with what a terminal or a log reader would act on escaped (``\\n``, ``\\x1b``).
+
+    The path is logged percent-decoded, so ``%0a`` in a request would start a forged line.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 async def _send_error(send: Send, status: int, code: str, message: str) -> None:
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -155,9 +165,9 @@ class ServerMiddleware:
             '%s token=%s actor=%s "%s %s" %d %.1fms',
             client[0],
             token,
-            actor.replace(" ", "_")[:80],
+            printable(actor.replace(" ", "_")[:80]),
             scope.get("method", "-"),
-            target[:300],
+            printable(target[:300]),
             status,
             (time.perf_counter() - started) * 1000,
         )
