@@ -4,11 +4,13 @@ wiki holds articles a person filed by hand (odd names, deeper folders, free-form
 from __future__ import annotations
 
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
 
 from memdir.engine import okf
+from memdir.errors import InvalidInput
 from memdir.service import Memory
 from memdir.store import Store
 
@@ -93,3 +95,29 @@ def test_query_walks_an_encoded_index_url_to_the_article(eng: Memory) -> None:
     found = eng.query("Why does rye crumb stay moist?")
     tiers = {a["path"]: a["tier"] for a in found["answers"]}
     assert tiers.get("wiki/kitchen/bread/rye crumb.md") == 1  # the index walk, not search
+
+
+@pytest.mark.parametrize("page", ["index.md", "log.md", "*/index.md"])
+def test_merge_and_forget_leave_a_bundles_generated_index_and_log_alone(
+    eng: Memory, page: str
+) -> None:
+    consolidate_one(eng)
+    page = "wiki/kitchen/" + next(p for p in bundle_files(eng.root, "kitchen") if fnmatch(p, page))
+    before = (eng.root / page).read_bytes()
+    for call in (
+        lambda: eng.merge(page, episode="ep-1"),
+        lambda: eng.forget(page, reason="old"),
+        lambda: eng.forget(page, purge=True),
+    ):
+        with pytest.raises(InvalidInput, match="regenerates"):
+            call()
+    assert (eng.root / page).read_bytes() == before
+    assert okf.conformance(bundle_files(eng.root, "kitchen")) == []
+
+
+def test_merge_into_the_top_router_is_refused_and_an_article_still_takes_it(eng: Memory) -> None:
+    consolidate_one(eng)
+    with pytest.raises(InvalidInput, match="regenerates"):
+        eng.merge("index.md", episode="ep-1")
+    article = next(p for p in bundle_files(eng.root, "kitchen") if "/" in p and "index" not in p)
+    assert eng.merge(f"wiki/kitchen/{article}", episode="ep-1")["added"] is True

@@ -231,6 +231,13 @@ class StoreVerbs:
             raise InvalidInput(
                 f"cannot {verb} {norm}: it is the store's {CONTRACTS[norm]}; edit it instead"
             )
+        if _generated_router(norm):
+            self.store._outside_nested_repository(norm)  # a nested store's index is its own
+            raise InvalidInput(
+                f"cannot {verb} {norm}: memdir regenerates this index or log from the "
+                "articles (frontmatter there breaks the OKF bundle and is lost on the next "
+                "run); use an article instead"
+            )
         return norm
 
     def merge(
@@ -524,6 +531,17 @@ CONTRACTS = {
     "HARNESS.md": "harness (memdir harness accept)",
     "PROGRAM.md": "program (memdir bundle)",
 }
+
+
+def _generated_router(norm: str) -> bool:
+    """True for the store's top ``index.md`` and a bundle's reserved OKF ``index.md``/``log.md``
+    (at any depth under ``wiki/<bundle>/``): files the engine rewrites from the articles."""
+    if norm == "index.md":
+        return True
+    parts = norm.split("/")
+    return len(parts) >= 3 and parts[0] == "wiki" and parts[-1] in ("index.md", "log.md")
+
+
 # A grep stops with invalid_query after this long (a pattern that backtracks without end).
 GREP_SECONDS = 5.0
 # Longest id, type, path, note or reason a merge or forget records.
