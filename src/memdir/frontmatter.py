@@ -20,6 +20,7 @@ write a value used twice in the mapping out in full each time, never as an ancho
 
 from __future__ import annotations
 
+import copy
 import io
 import math
 import re
@@ -646,8 +647,9 @@ def edit(text: str, mutate: Callable[[MutableMapping[str, Any]], None]) -> str:
     from ruamel.yaml.error import YAMLError as RuamelError
 
     has_block, open_line, raw, close_line, body = _split(text)
+    read: dict[str, Any] = {}
     if has_block:
-        _, error = _load(raw)
+        read, error = _load(raw)
         if error is not None:
             raise InvalidDocument(error)
     y = _rt_yaml(raw)
@@ -657,8 +659,9 @@ def edit(text: str, mutate: Callable[[MutableMapping[str, Any]], None]) -> str:
     if has_block and raw.strip():
         try:
             data = y.load(raw)
-        except RuamelError as err:  # pragma: no cover - PyYAML accepted it already
-            raise InvalidDocument(f"invalid YAML frontmatter: {err}") from err
+        except RuamelError:
+            # PyYAML reads what ruamel.yaml refuses (a tab after a colon, a key given twice)
+            return _edit_anew(text, read, mutate, open_line, close_line, body)
     if data is None:
         data = CommentedMap()
     if not isinstance(data, CommentedMap):
@@ -672,6 +675,10 @@ def edit(text: str, mutate: Callable[[MutableMapping[str, Any]], None]) -> str:
         return "" if out.strip() == "{}" else out
 
     before = dump(data) if data else ""
+    if before and _load(before) != (read, None):
+        # written back, the block would read otherwise (``!!set {x, y}`` comes back with
+        # other keys): change what memdir reads instead
+        return _edit_anew(text, read, mutate, open_line, close_line, body)
     mutate(data)
     after = dump(data) if data else ""
     if after == before:
@@ -681,4 +688,24 @@ def edit(text: str, mutate: Callable[[MutableMapping[str, Any]], None]) -> str:
     crlf = open_line.endswith("\r\n")
     if crlf:
         after = after.replace("\r\n", "\n").replace("\n", "\r\n")
+    return open_line + after + close_line + body
+
+
+def _edit_anew(
+    text: str,
+    fm: dict[str, Any],
+    mutate: Callable[[MutableMapping[str, Any]], None],
+    open_line: str,
+    close_line: str,
+    body: str,
+) -> str:
+    """:func:`edit` for a block ruamel.yaml cannot keep: ``mutate`` changes the values memdir
+    reads and the block is written anew (comments and layout go, every value stays)."""
+    changed = copy.deepcopy(fm)
+    mutate(changed)
+    if changed == fm:
+        return text
+    after = _dump(changed) if changed else ""
+    if open_line.endswith("\r\n"):
+        after = after.replace("\n", "\r\n")
     return open_line + after + close_line + body
