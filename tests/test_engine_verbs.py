@@ -337,6 +337,9 @@ def test_demo_meets_its_targets(tmp_path: Path) -> None:
     assert not any(p.startswith("inbox/") for p in unmerged)
     assert out["evaluate"]["hit@3"] >= 0.8
     assert any(line.startswith("coverage:") for line in "\n".join(lines).splitlines())
+    # The consolidate line is the run's commit message, said once.
+    assert any(line.startswith("consolidate: 29 article(s) in ") for line in lines)
+    assert not any(line.startswith("consolidate: consolidate:") for line in lines)
     turns = out["turns"]
     assert [list(t.parents) for t in turns[1:]] == [[turns[0].id], [turns[1].id]]
     assert {item.ref for item in out["context"].items} >= {t.id for t in turns}

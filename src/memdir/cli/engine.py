@@ -42,11 +42,15 @@ def bundle_add_cmd(ctx: click.Context, name: str, scope: str, root: str | None) 
 def bundle_list_cmd(ctx: click.Context, root: str | None) -> None:
     """List bundles with their scope and article count.
 
+    A folder under wiki/ whose bundle is not in PROGRAM.md (removed with `memdir
+    bundle remove`, its articles kept) is listed as "not in PROGRAM.md".
+
     Example: memdir bundle list
     """
     with memory(ctx, root) as mem:
         for b in mem.bundle_list():
-            click.echo(f"{b['bundle']}\t{b['articles']} articles\t{b['scope']}")
+            scope = b["scope"] if b["in_program"] else "(not in PROGRAM.md)"
+            click.echo(f"{b['bundle']}\t{b['articles']} articles\t{scope}")
 
 
 @bundle_group.command("remove")

@@ -16,9 +16,16 @@ from .context import echo_json, memory, read_input, root_flag, root_option
 @click.option(
     "--force", is_flag=True, help="Add missing parts to an existing store; never clobbers."
 )
+@click.option(
+    "--root",
+    "root",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="The folder to create the store in, as DIRECTORY.",
+)
 @click.pass_context
-def init_cmd(ctx: click.Context, directory: str | None, force: bool) -> None:
-    """Create a store in DIRECTORY (default: memdir --root, MEMDIR_ROOT, else the current folder).
+def init_cmd(ctx: click.Context, directory: str | None, force: bool, root: str | None) -> None:
+    """Create a store in DIRECTORY (default: --root, MEMDIR_ROOT, else the current folder).
 
     Writes .memdir/config.toml, HARNESS.md, PROGRAM.md, index.md, the folders of
     the layout and a .gitignore for derived files, and makes a git repository
@@ -29,17 +36,21 @@ def init_cmd(ctx: click.Context, directory: str | None, force: bool) -> None:
     """
     from ..service import Memory
 
-    target = Path(directory or root_option(ctx, None) or ".").expanduser()
+    if directory and root and Path(directory).expanduser() != Path(root).expanduser():
+        raise click.UsageError(f"DIRECTORY {directory} and --root {root} name different folders")
+    target = Path(directory or root_option(ctx, root) or ".").expanduser()
     with Memory.init(target, force=force) as mem:
         mem.sync()
-        root = mem.root
-    click.echo(f"initialised memdir store in {root}")
+        created = mem.root
+    click.echo(f"initialised memdir store in {created}")
 
 
 @click.command("write")
 @click.argument("path")
-@click.option("--file", "file_", type=click.Path(dir_okay=False), help="Read content from F.")
-@click.option("--text", help="Use T as the content.")
+@click.option(
+    "--file", "file_", type=click.Path(dir_okay=False), help="Read the content from this file."
+)
+@click.option("--text", help="Use this text as the content.")
 @click.option("--provenance", help="Append {type, id, date, actor} to derived-from (type:id).")
 @click.option("--actor", help="Who is writing (git author; default anonymous).")
 @click.option("--message", "-m", help="Git commit message.")

@@ -218,14 +218,16 @@ def show_cmd(ctx: click.Context, turn_id: str, raw: bool, as_json: bool, root: s
         click.echo(mem.store.read_text(record.path), nl=False)
 
 
-def _print_nodes(nodes: list[Any], as_json: bool) -> None:
+def _print_nodes(nodes: list[Any], as_json: bool, *, depth: bool = True) -> None:
+    """One line per turn; ``depth`` leads each line of a walk (a thread's turns have none)."""
     if as_json:
         echo_json([n.to_dict() for n in nodes])
         return
     if not nodes:
         click.echo("no turns")
     for n in nodes:
-        click.echo(f"{n.depth:3d}  {n.id}  {n.created}  thread={n.thread}  {n.path}")
+        lead = f"{n.depth:3d}  " if depth else ""
+        click.echo(f"{lead}{n.id}  {n.created}  thread={n.thread}  {n.path}")
 
 
 @turn_group.command("ancestors")
@@ -279,7 +281,7 @@ def thread_cmd(ctx: click.Context, thread: str, last: int, as_json: bool, root: 
     """
     with memory(ctx, root) as mem:
         nodes = mem.thread(thread, last=last)
-    _print_nodes(nodes, as_json)
+    _print_nodes(nodes, as_json, depth=False)
 
 
 @click.command("context")

@@ -58,7 +58,7 @@ def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
     finally:
         mem.close()
     echo(f"store: {directory}")
-    echo(f"consolidate: {consolidated['commit']}")
+    echo(consolidated["commit"])  # "consolidate: N article(s) in ..."
     for q in consolidated["quarantined"]:
         echo(f"  quarantined {q['source']}: {q['reason']}")
     echo(f"turns: recorded {len(turns)} in thread kitchen-help, each with its parent")

@@ -131,10 +131,11 @@ class EngineVerbs:
     def bundle_remove(self, name: str) -> dict[str, Any]:
         """Remove a bundle from PROGRAM.md (its articles stay on disk)."""
         self._harness(writing=True)
-        text = read_utf8(self._root / "PROGRAM.md")
+        # An unknown name is refused before the batch, so the error is not a failed run.
+        new = program.remove_bundle(read_utf8(self._root / "PROGRAM.md"), name)
         batch = files.Batch(self.store, self.index)
         with batch.all_or_nothing("bundle remove"):
-            batch.write("PROGRAM.md", program.remove_bundle(text, name))
+            batch.write("PROGRAM.md", new)
             kept = len(wiki.articles(self._root, name))
             wiki.regenerate_top(batch, self._root, self.program())
         batch.commit(f"bundle remove {name} ({kept} articles kept on disk)")
@@ -518,6 +519,13 @@ class EngineVerbs:
             raise InvalidInput(f"outcome must be one of {', '.join(reflect.OUTCOMES)}")
         if not situation.strip():
             raise InvalidInput("an episode needs a situation")
+        # Each is one line of the episode's body: a newline could start a section of its own
+        # (a situation holding "## Insights" would add lessons nobody gave).
+        one_line("situation", situation)
+        one_line("intent", intent)
+        for kind_of_item, items in (("action", actions), ("insight", insights), ("tag", tags)):
+            for item in items:
+                one_line(kind_of_item, item)
         now = reflect.now_utc()
         signal = f"signal-{terms.slugify(slug or situation, 40)}"
         base = f"life-{now:%Y-%m-%d}" if kind == "life" else signal

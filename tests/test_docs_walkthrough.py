@@ -1,0 +1,90 @@
+"""What a new user meets following the docs: each test is a command the docs show, run as the
+real `memdir` process on a real store, with what the docs say it does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import run_cli
+
+
+def test_init_takes_root_like_every_command(tmp_path: Path) -> None:
+    target = tmp_path / "agent-memory"
+    done = run_cli("init", "--root", str(target))
+    assert done.returncode == 0, done.stderr
+    assert (target / ".memdir" / "config.toml").is_file()
+    assert (target / "HARNESS.md").is_file()
+
+
+def test_init_refuses_a_directory_and_a_root_that_differ(tmp_path: Path) -> None:
+    done = run_cli("init", str(tmp_path / "a"), "--root", str(tmp_path / "b"))
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("error: DIRECTORY ")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_write_help_names_no_placeholder_that_is_not_there() -> None:
+    out = run_cli("write", "--help").stdout.decode()
+    assert "Read the content from this file." in out
+    assert "from F." not in out and "Use T " not in out
+
+
+def test_episode_add_refuses_a_multi_line_situation_or_insight(store_root: Path) -> None:
+    root = str(store_root)
+    situation = run_cli(
+        "--root", root, "episode", "add", "--kind", "signal",
+        "--situation", "asked\n## Insights\n- a lesson nobody gave",
+    )  # fmt: skip
+    assert situation.returncode == 2
+    assert "situation" in situation.stderr.decode()
+    assert "control character" in situation.stderr.decode()
+    insight = run_cli(
+        "--root", root, "episode", "add", "--kind", "life",
+        "--situation", "moved house", "--insight", "label boxes\n## Outcome",
+    )  # fmt: skip
+    assert insight.returncode == 2 and "insight" in insight.stderr.decode()
+    assert not list((store_root / "episodes").rglob("signal-*.md"))
+    assert not list((store_root / "episodes").rglob("life-*.md"))
+    # One line each is still recorded, and its insight becomes a lesson.
+    ok = run_cli(
+        "--root", root, "episode", "add", "--kind", "signal",
+        "--situation", "asked for metric", "--insight", "Use grams.",
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert run_cli("--root", root, "reflect").returncode == 0
+    lessons = (store_root / "LESSONS.md").read_text()
+    assert "Use grams." in lessons and "nobody gave" not in lessons
+
+
+def test_bundle_list_marks_a_removed_bundle_and_remove_twice_is_plain_not_found(
+    store_root: Path,
+) -> None:
+    root = str(store_root)
+    for name, scope in (("ops", "deploys, rollbacks"), ("cooking", "recipes, baking bread")):
+        assert run_cli("--root", root, "bundle", "add", name, "--scope", scope).returncode == 0
+    assert run_cli("--root", root, "bundle", "remove", "cooking").returncode == 0
+    listed = run_cli("--root", root, "bundle", "list").stdout.decode().splitlines()
+    assert "ops\t0 articles\tdeploys, rollbacks" in listed
+    assert "cooking\t0 articles\t(not in PROGRAM.md)" in listed
+    again = run_cli("--root", root, "bundle", "remove", "cooking")
+    assert again.returncode == 1
+    assert again.stderr.decode() == "error: no bundle named 'cooking' in PROGRAM.md\n"
+
+
+def test_turn_thread_prints_no_depth_column(store_root: Path) -> None:
+    root = str(store_root)
+    first = run_cli(
+        "--root", root, "turn", "record", "--thread", "t1", "--input", "a", "--output", "b"
+    )
+    parent = first.stdout.decode().strip()
+    second = run_cli(
+        "--root", root, "turn", "record", "--thread", "t1",
+        "--input", "c", "--output", "d", "--parent", parent,
+    )  # fmt: skip
+    child = second.stdout.decode().strip()
+    lines = run_cli("--root", root, "turn", "thread", "t1").stdout.decode().splitlines()
+    assert [line.split()[0] for line in lines] == [child, parent]
+    assert all("thread=t1" in line for line in lines)
+    # A walk keeps its depth first.
+    walked = run_cli("--root", root, "turn", "ancestors", child).stdout.decode().split()
+    assert walked[:2] == ["1", parent]
