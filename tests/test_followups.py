@@ -225,6 +225,23 @@ def test_merge_records_its_actor_on_every_surface(kitchen: Memory) -> None:
     assert unnamed["entry"]["actor"] == "anonymous" and named["entry"]["actor"] == "planner"
 
 
+def test_merge_matches_the_entries_already_there_as_the_memory_report_does(
+    kitchen: Memory,
+) -> None:
+    # merged-from given as one mapping (not a list), and a path written with backslashes.
+    kitchen.write("wiki/one.md", "---\nmerged-from: {type: episode, id: ep-1}\n---\n# One\n")
+    kitchen.write(
+        "wiki/two.md",
+        "---\nmerged-from:\n- {type: episode, path: 'episodes\\a.md'}\n---\n# Two\n",
+    )
+    assert kitchen.merge("wiki/one.md", episode="ep-1")["added"] is False
+    assert kitchen.merge("wiki/two.md", path="episodes/a.md")["added"] is False
+    assert frontmatter.parse(kitchen.read("wiki/one.md").content).fm["merged-from"] == {
+        "type": "episode",
+        "id": "ep-1",
+    }
+
+
 def test_core_errors_do_not_name_cli_flags(kitchen: Memory) -> None:
     """HTTP and MCP callers see these messages too."""
     from memdir.errors import InvalidInput, UnsafePath

@@ -263,7 +263,8 @@ class StoreVerbs:
             raise InvalidInput("merge needs a type")
         if not ident and not ep_path:
             raise InvalidInput("merge needs an episode id or an episode path (or both)")
-        key = f"{kind.lower()}:{ident}" if ident else f"{kind.lower()}:path:{ep_path}"
+        key = _merge_key({"type": kind, "id": ident, "path": ep_path})
+        assert key is not None  # a type, and an id or a path, were checked above
         entry: dict[str, Any] = {"type": kind}
         if ident:
             entry["id"] = ident
@@ -278,7 +279,7 @@ class StoreVerbs:
 
         def mutate(fm: Any) -> None:
             current = fm.get("merged-from")
-            items = current if isinstance(current, list) else []
+            items = current if isinstance(current, list) else [current]
             for item in items:
                 if isinstance(item, Mapping) and _merge_key(item) == key:
                     return
@@ -634,8 +635,8 @@ def _merge_key(item: Mapping[str, Any]) -> str | None:
     if isinstance(ident, str) and ident.strip():
         return f"{kind.strip().lower()}:{ident.strip()}"
     path = item.get("path")
-    if isinstance(path, str) and path.strip():
-        return f"{kind.strip().lower()}:path:{path.strip()}"
+    if isinstance(path, str) and path.strip():  # as the memory report reads it (coverage.py)
+        return f"{kind.strip().lower()}:path:{path.strip().replace(chr(92), '/')}"
     return None
 
 
