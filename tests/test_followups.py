@@ -242,6 +242,18 @@ def test_merge_matches_the_entries_already_there_as_the_memory_report_does(
     }
 
 
+def test_refine_resolves_a_wikilink_in_another_case_as_obsidian_does(kitchen: Memory) -> None:
+    kitchen.ingest([("bread.md", BREAD)])
+    [article] = [p for p in kitchen.consolidate()["articles"] if "/kitchen/" in p]
+    slug = Path(article).stem
+    note = kitchen.root / Path(article).with_name("see-also.md")
+    body = f"# See also\n\n[[{slug.upper()}]] and [[{slug}-missing]]\n"
+    note.write_text(frontmatter.render({"type": "concept", "title": "See also"}, body))
+    broken = kitchen.refine()["components"]["broken_link"]["items"]
+    assert any(f"{slug}-missing" in item for item in broken)
+    assert not any(f"[[{slug.upper()}]]" in item for item in broken)
+
+
 def test_core_errors_do_not_name_cli_flags(kitchen: Memory) -> None:
     """HTTP and MCP callers see these messages too."""
     from memdir.errors import InvalidInput, UnsafePath

@@ -71,7 +71,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
     for bundle in bundles:
         for a in wiki.articles(root, bundle):
             all_articles[a.path] = a
-            stems.setdefault(a.slug, []).append(a.path)
+            stems.setdefault(a.slug.lower(), []).append(a.path)
     top = read_utf8(root / "index.md") if (root / "index.md").is_file() else ""
     top_urls = {e.path for e in okf.entries(top)}
     for bundle in bundles:
@@ -129,7 +129,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
                     target = link.target.split("#", 1)[0].strip()
                     slug = posixpath.basename(target)
                     slug = slug[:-3] if slug.endswith(".md") else slug
-                    found = stems.get(slug, [])
+                    found = stems.get(slug.lower(), [])  # Obsidian resolves names in any case
                     same = [p for p in found if p.startswith(f"wiki/{bundle}/")]
                     if same:
                         for p in same:
