@@ -169,3 +169,22 @@ def test_the_access_log_shows_control_characters_escaped(
     assert len(lines) == 1, lines
     assert "\n" not in lines[0] and "\x1b" not in lines[0], lines
     assert "/v1/files/wiki/x\\n127.0.0.1 token=admin\\x1b[2J.md" in lines[0], lines
+
+
+@pytest.mark.parametrize("private", [".memdir/config.toml", ".git/config", ".git/HEAD"])
+def test_a_symlink_into_a_private_folder_is_never_indexed(plain: Memory, private: str) -> None:
+    """``read`` refuses the link (its real path is private), so search, grep and ls must not
+    show it either: .git/config can hold a remote's credentials, config.toml the tokens."""
+    real = plain.root / private
+    real.parent.mkdir(exist_ok=True)
+    with real.open("a") as handle:
+        handle.write("\nzebrafish = 1\n")
+    (plain.root / "notes" / "leak.md").symlink_to(os.path.relpath(real, plain.root / "notes"))
+    plain.sync(force=True)
+    assert "notes/leak.md" not in [row["path"] for row in plain.ls()]
+    assert plain.search("zebrafish", mode="bm25") == []
+    assert plain.grep("zebrafish") == [] and plain.grep("kettle")
+    plain.index.sync_paths(["notes/leak.md"])  # as the watcher would, for a new path
+    assert "notes/leak.md" not in [row["path"] for row in plain.ls()]
+    with pytest.raises(UnsafePath, match="private folder"):
+        plain.read("notes/leak.md")

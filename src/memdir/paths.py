@@ -94,12 +94,17 @@ def _short_enough(target: Path, rel: str) -> Path:
 
 
 def inside(real_root: str, path: str) -> bool:
-    """Whether ``path``, every symlink followed, is under ``real_root`` (itself a realpath).
+    """Whether ``path``, every symlink followed, is under ``real_root`` (itself a realpath)
+    and not in one of its private folders (``.git``, ``.memdir``).
 
-    The walk that indexes the store skips a symlink that leads outside it: its content is
-    not the store's, and search or grep would show it where ``read`` refuses it.
+    The walk that indexes the store skips a symlink that leads anywhere else: search or grep
+    would show its content where ``read`` refuses it.
     """
-    return os.path.realpath(path).startswith(real_root + os.sep)
+    real = os.path.realpath(path)
+    if not real.startswith(real_root + os.sep):
+        return False
+    rel = real[len(real_root) + 1 :]
+    return not any(_private(part) for part in rel.split(os.sep))
 
 
 def _symlink_below(root: Path, norm: str) -> bool:
