@@ -3,6 +3,9 @@ real `memdir` process on a real store, with what the docs say it does."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 from pathlib import Path
 
 from conftest import run_cli
@@ -88,3 +91,37 @@ def test_turn_thread_prints_no_depth_column(store_root: Path) -> None:
     # A walk keeps its depth first.
     walked = run_cli("--root", root, "turn", "ancestors", child).stdout.decode().split()
     assert walked[:2] == ["1", parent]
+
+
+def test_a_refused_apply_packet_lists_its_reasons_without_a_failed_run(
+    store_root: Path, tmp_path: Path
+) -> None:
+    root = str(store_root)
+    assert run_cli("--root", root, "bundle", "add", "ops", "--scope", "deploys").returncode == 0
+    source = tmp_path / "rollback.md"
+    source.write_text("# Rollback\n\nA failed deploy is rolled back with the blue switch.\n")
+    assert run_cli("--root", root, "ingest", str(source)).returncode == 0
+    plan = json.loads(run_cli("--root", root, "consolidate", "--plan").stdout)
+    [item] = plan["items"]
+    article = item["example_article"].replace("<RFC 3339 time>", "2026-01-01T00:00:00Z")
+    article = re.sub(r" \[\^src-[a-z0-9]+\]", "", article.replace("<agent>", "planner"), count=1)
+    packet = tmp_path / "articles.json"
+    request = {k: item[k] for k in ("bundle", "topic")} | {"source": item["source"]["path"]}
+    packet.write_text(json.dumps({"articles": [request | {"article": article}]}))
+    head = subprocess.run(
+        ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout
+    done = run_cli("--root", root, "consolidate", "--apply", str(packet))
+    assert done.returncode == 2
+    err = done.stderr.decode()
+    assert err.startswith("error: refused, nothing filed:\n"), err
+    assert "uncited claim in '## Key points'" in err and "put back" not in err
+    assert not list((store_root / "wiki" / "ops").rglob("rollback*.md"))
+    runs = store_root / ".memdir" / "runs.tsv"
+    assert not runs.exists() or "consolidate" not in runs.read_text()
+    assert (
+        subprocess.run(
+            ["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout
+        == head
+    )

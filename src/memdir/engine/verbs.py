@@ -249,15 +249,18 @@ class EngineVerbs:
         if plan:
             return consolidating.plan(root, prog, h, recall=recall)
         who = (actor or "").strip() or ACTOR
+        accepted: list[tuple[str, writing.WriteRequest, str]] = []
+        if apply is not None:
+            # Checked before the run starts: a refused packet is not a failed run.
+            data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
+            accepted = consolidating.validate_apply(
+                root, prog, h, data, check_file=self.store.check_document
+            )
         batch = files.Batch(self.store, self.index)
         # All or nothing: if any step fails (an article no write accepts, a provider that
         # raises, a full disk), every file is put back and the inbox stays as it was.
         with batch.all_or_nothing("consolidate"):
             if apply is not None:
-                data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
-                accepted = consolidating.validate_apply(
-                    root, prog, h, data, check_file=self.store.check_document
-                )
                 outcome = consolidating.Outcome()
                 for rel, request, text in accepted:
                     batch.write(rel, text)
