@@ -125,3 +125,24 @@ def test_a_refused_apply_packet_lists_its_reasons_without_a_failed_run(
         ).stdout
         == head
     )
+
+
+def test_a_setting_with_choices_refuses_another_value_before_any_command(store_root: Path) -> None:
+    from memdir import settings, tokens
+    from memdir.retrieval import MODES
+
+    assert settings.CHOICES[("search", "mode")] == MODES
+    assert settings.CHOICES[("turns", "token_counter")] == tokens.COUNTER_NAMES
+    root = str(store_root)
+    env = run_cli("--root", root, "ls", env={"MEMDIR_SEARCH_MODE": "hybird"})
+    assert env.returncode == 2
+    assert env.stderr.decode() == (
+        "error: environment: search.mode must be one of auto, bm25, vector, hybrid, got 'hybird'\n"
+    )
+    config = store_root / ".memdir" / "config.toml"
+    config.write_text(config.read_text().replace("[turns]\n", '[turns]\ntoken_counter = "words"\n'))
+    listed = run_cli("--root", root, "ls")
+    assert listed.returncode == 2
+    assert "turns.token_counter must be one of auto, tiktoken, bytes, got 'words'" in (
+        listed.stderr.decode()
+    )

@@ -144,6 +144,9 @@ class Settings:
 SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings))
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("store", "durability"): ("full", "rename"),
+    # The same names as retrieval.MODES and tokens.COUNTER_NAMES (a test keeps them equal).
+    ("search", "mode"): ("auto", "bm25", "vector", "hybrid"),
+    ("turns", "token_counter"): ("auto", "tiktoken", "bytes"),
 }
 
 
