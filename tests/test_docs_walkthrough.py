@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import run_cli
@@ -146,3 +147,18 @@ def test_a_setting_with_choices_refuses_another_value_before_any_command(store_r
     assert "turns.token_counter must be one of auto, tiktoken, bytes, got 'words'" in (
         listed.stderr.decode()
     )
+
+
+def test_the_demo_refuses_an_existing_store_in_one_line(store_root: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memdir.demo", "--dir", str(store_root)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"error: {store_root} is already a memdir store; give --dir a new folder\n"
+    )
+    assert done.stdout == ""

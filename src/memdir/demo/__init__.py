@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -135,4 +136,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", help="Build the store here (default: a temporary folder).")
     args = parser.parse_args(argv)
     target = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="memdir-demo-")) / "store"
-    build(target)
+    from ..errors import MemdirError, StoreExists
+
+    try:
+        build(target)
+    except StoreExists:
+        # The demo builds a store of its own: --force (as `memdir init` says) is not for it.
+        print(
+            f"error: {target} is already a memdir store; give --dir a new folder", file=sys.stderr
+        )
+        raise SystemExit(1) from None
+    except MemdirError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
