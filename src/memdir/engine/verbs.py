@@ -523,12 +523,15 @@ class EngineVerbs:
         if not situation.strip():
             raise InvalidInput("an episode needs a situation")
         # Each is one line of the episode's body: a newline could start a section of its own
-        # (a situation holding "## Insights" would add lessons nobody gave).
-        one_line("situation", situation)
-        one_line("intent", intent)
-        for kind_of_item, items in (("action", actions), ("insight", insights), ("tag", tags)):
-            for item in items:
-                one_line(kind_of_item, item)
+        # (a situation holding "## Insights" would add lessons nobody gave). Refused as the
+        # document it would make, like any other content a write refuses.
+        fields = [("situation", situation), ("intent", intent)]
+        fields += [("action", a) for a in actions] + [("insight", i) for i in insights]
+        try:
+            for name, value in fields + [("tag", t) for t in tags]:
+                one_line(name, value)
+        except InvalidInput as exc:
+            raise InvalidDocument(exc.message) from None
         now = reflect.now_utc()
         signal = f"signal-{terms.slugify(slug or situation, 40)}"
         base = f"life-{now:%Y-%m-%d}" if kind == "life" else signal
