@@ -162,3 +162,32 @@ def test_the_demo_refuses_an_existing_store_in_one_line(store_root: Path) -> Non
         f"error: {store_root} is already a memdir store; give --dir a new folder\n"
     )
     assert done.stdout == ""
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_init_force_commits_only_what_it_adds(store_root: Path) -> None:
+    _git(store_root, "rm", "-q", "PROGRAM.md", "inbox/.gitkeep")
+    _git(store_root, "commit", "-q", "-m", "the owner removes PROGRAM.md")
+    with (store_root / "HARNESS.md").open("a") as handle:
+        handle.write("\nAn edit of the owner's, not committed yet.\n")
+    (store_root / "notes").mkdir()
+    (store_root / "notes" / "draft.md").write_text("# Draft\n")
+    (store_root / ".gitignore").write_text(
+        (store_root / ".gitignore").read_text() + "quarantine/\n"
+    )
+    (store_root / "quarantine" / ".gitkeep").unlink()
+    _git(store_root, "add", ".gitignore")
+    _git(store_root, "rm", "-q", "--cached", "quarantine/.gitkeep")
+    _git(store_root, "commit", "-q", "-m", "the owner ignores quarantine/")
+    done = run_cli("init", str(store_root), "--force")
+    assert done.returncode == 0, done.stderr
+    assert _git(store_root, "log", "-1", "--format=%s").strip() == "memdir init"
+    changed = _git(store_root, "show", "--name-only", "--format=", "HEAD").split()
+    assert sorted(changed) == ["PROGRAM.md", "inbox/.gitkeep"]
+    status = _git(store_root, "status", "--porcelain").splitlines()
+    assert " M HARNESS.md" in status and "?? notes/" in status

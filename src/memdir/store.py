@@ -313,12 +313,13 @@ class Store:
             "index.md": _template("index.md"),
             "evals/questions.yaml": _template("questions.yaml"),
         }
+        created = []
         for folder in STORE_FOLDERS:
             (root / folder).mkdir(parents=True, exist_ok=True)
             keep = root / folder / ".gitkeep"
             if not any((root / folder).iterdir()):
                 keep.touch()
-        created = []
+                created.append(f"{folder}/.gitkeep")
         for rel, text in files.items():
             target = root / rel
             if target.exists():
@@ -329,11 +330,29 @@ class Store:
 
         if harness.pinned(root) is None:
             harness.pin(root, harness.load(root).sha256)
+            created.append(".memdir/config.toml")
         if git and shutil.which("git"):
             if not (root / ".git").exists():
                 run_git(root, "init", "-q", "-b", "main")
-            run_git(root, "add", "-A")
-            run_git(root, "commit", "-q", "--no-verify", "-m", "memdir init", check=False)
+                run_git(root, "add", "-A")
+                run_git(root, "commit", "-q", "--no-verify", "-m", "memdir init", check=False)
+            elif created:
+                # An existing repository (--force, or a folder already under git): commit only
+                # what init made, never the owner's uncommitted edits.
+                # A path the owner's .gitignore leaves out is not added (git would refuse all).
+                made = sorted(set(created))
+                ignored = run_git(root, "check-ignore", "-z", "--", *made, check=False)
+                made = [rel for rel in made if rel not in ignored.split("\0")]
+                staged = []
+                if made:
+                    run_git(root, "add", "--", *made, check=False)
+                    listed = run_git(root, "diff", "--cached", "--name-only", "-z", "--", *made)
+                    staged = [rel for rel in listed.split("\0") if rel]
+                if staged:
+                    run_git(
+                        root, "commit", "-q", "--no-verify", "-m", "memdir init", "--", *staged,
+                        check=False,
+                    )  # fmt: skip
         return root
 
     # -- paths and reads ---------------------------------------------------------
