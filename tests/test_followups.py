@@ -254,6 +254,16 @@ def test_refine_resolves_a_wikilink_in_another_case_as_obsidian_does(kitchen: Me
     assert not any(f"[[{slug.upper()}]]" in item for item in broken)
 
 
+def test_forgetting_twice_keeps_the_first_valid_until_and_reason(kitchen: Memory) -> None:
+    kitchen.write("wiki/old.md", "# Old\n")
+    first = kitchen.forget("wiki/old.md", reason="replaced by the runbook")
+    again = kitchen.forget("wiki/old.md", reason="another reason")
+    fm = frontmatter.parse(kitchen.read("wiki/old.md").content).fm
+    assert (first["already"], again["already"]) == (False, True)
+    assert again["valid_until"] == first["valid_until"] == str(fm["valid_until"])
+    assert fm["superseded_reason"] == "replaced by the runbook"
+
+
 def test_core_errors_do_not_name_cli_flags(kitchen: Memory) -> None:
     """HTTP and MCP callers see these messages too."""
     from memdir.errors import InvalidInput, UnsafePath

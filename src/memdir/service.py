@@ -315,11 +315,18 @@ class StoreVerbs:
             self.store.delete(norm, actor=actor, message=f"purge {norm}" + _reason(reason))
             self.index.remove([norm])
             return {"path": norm, "purged": True}
-        stamp = provenance.now_rfc3339()
+        stamp = {"valid_until": provenance.now_rfc3339(), "already": False}
 
         def mutate(fm: Any) -> None:
+            # Forgotten before: the time it stopped being valid and its reason stand.
+            earlier = fm.get("valid_until")
+            if fm.get("memory_status") == "superseded" and earlier:
+                stamp["valid_until"], stamp["already"] = str(earlier), True
+                if reason and not fm.get("superseded_reason"):
+                    fm["superseded_reason"] = reason
+                return
             fm["memory_status"] = "superseded"
-            fm["valid_until"] = stamp
+            fm["valid_until"] = stamp["valid_until"]
             if reason:
                 fm["superseded_reason"] = reason
 
@@ -327,7 +334,13 @@ class StoreVerbs:
             norm, mutate, actor=actor, message=f"forget {norm}" + _reason(reason)
         )
         self.index.sync_paths([result.path])
-        return {"path": norm, "purged": False, "memory_status": "superseded", "valid_until": stamp}
+        return {
+            "path": norm,
+            "purged": False,
+            "memory_status": "superseded",
+            "valid_until": stamp["valid_until"],
+            "already": stamp["already"],
+        }
 
     # -- reading -----------------------------------------------------------------------
 

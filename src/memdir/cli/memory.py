@@ -156,4 +156,5 @@ def forget_cmd(
     if result["purged"]:
         click.echo(f"purged {result['path']}")
     else:
-        click.echo(f"superseded {result['path']} (valid_until {result['valid_until']})")
+        since = "already superseded" if result["already"] else "superseded"
+        click.echo(f"{since} {result['path']} (valid_until {result['valid_until']})")
