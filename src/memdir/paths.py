@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import UnsafePath
@@ -105,6 +106,25 @@ def inside(real_root: str, path: str) -> bool:
         return False
     rel = real[len(real_root) + 1 :]
     return not any(_private(part) for part in rel.split(os.sep))
+
+
+def readable(real_root: str, path: str) -> bool:
+    """Whether a walk of the store may read ``path``: a regular file (a pipe would block the
+    reader for ever), ``inside`` the store (see :func:`inside`)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    return inside(real_root, path)
+
+
+def readable_files(root: Path, rels: Iterable[str]) -> Iterator[str]:
+    """The store-relative paths of ``rels`` a walk of the store may read (:func:`readable`)."""
+    real_root = os.path.realpath(root)
+    for rel in rels:
+        if readable(real_root, os.path.join(root, rel)):
+            yield rel
 
 
 def _symlink_below(root: Path, norm: str) -> bool:
