@@ -324,8 +324,12 @@ def test_worklogs_are_searched_only_on_demand(tmem: Memory) -> None:
     assert hits[0].type == "worklog" and hits[0].why["turn"] == rec.path
     assert "[zebrafish]" in hits[0].snippet
     # a purged turn leaves the work-log table too
-    tmem.forget(rec.path, purge=True)
+    assert (tmem.root / rec.worklog_path).is_file()
+    purged = tmem.forget(rec.path, purge=True)
     assert tmem.search_worklogs("zebrafish") == []
+    # ... and the disk: the raw log may hold what the turn was purged for
+    assert purged["removed"] == [rec.path, rec.worklog_path]
+    assert not (tmem.root / rec.path).exists() and not (tmem.root / rec.worklog_path).exists()
 
 
 def test_recursive_query_and_breadth_first_walk_agree(tmem: Memory) -> None:

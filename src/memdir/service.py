@@ -29,7 +29,7 @@ from .settings import Settings
 from .settings import load as load_settings
 from .store import Store, WriteResult, content_hash, find_root
 from .text import bad_char, lone_surrogate, one_line
-from .turns import TurnVerbs
+from .turns import TURNS_DIR, WORKLOG_SUFFIX, TurnVerbs
 
 
 @dataclass(frozen=True)
@@ -312,9 +312,16 @@ class StoreVerbs:
         self.sync()
         norm = self._memory_page(path, "forget")
         if purge:
-            self.store.delete(norm, actor=actor, message=f"purge {norm}" + _reason(reason))
+            gone = [norm]
+            # A turn's raw work log sits beside its record: what is purged for holding a
+            # secret often holds it there too.
+            side = norm[: -len(".md")] + WORKLOG_SUFFIX
+            if norm.startswith(f"{TURNS_DIR}/") and (self.store.root / side).is_file():
+                gone.append(side)
+            for rel in gone:
+                self.store.delete(rel, actor=actor, message=f"purge {rel}" + _reason(reason))
             self.index.remove([norm])
-            return {"path": norm, "purged": True}
+            return {"path": norm, "purged": True, "removed": gone}
         stamp = {"valid_until": provenance.now_rfc3339(), "already": False}
 
         def mutate(fm: Any) -> None:
