@@ -13,7 +13,7 @@ import pytest
 
 from http_server import ServiceHandler, fake_service
 from memdir import frontmatter
-from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput
+from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput, InvalidQuery
 from memdir.service import Memory
 from memdir.store import Store
 
@@ -203,6 +203,8 @@ def test_query_tiers_and_nothing_found(eng: Memory) -> None:
     assert len(answer["read"]["bodies"]) <= 3
     none = eng.query("quantum chromodynamics lattice")
     assert none["found"] is False and "nothing" in none["message"]
+    with pytest.raises(InvalidQuery, match="no searchable words"):
+        eng.query("*** ?!")  # as search refuses it: not "nothing answers"
 
 
 def test_query_follows_only_links_search_would_show(eng: Memory, tmp_path: Path) -> None:

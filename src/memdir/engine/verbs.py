@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .. import frontmatter, lazy, paths
 from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..ids import new_id
+from ..index.search import query_words
 from ..text import actor_name, lone_surrogate, one_line, read_utf8
 
 if TYPE_CHECKING:
@@ -427,6 +428,7 @@ class EngineVerbs:
         """Tiered recall: snapshot, index walk, then search; pointers with citations."""
         if not question.strip():
             raise InvalidInput("query needs a question")
+        query_words(question)  # one with no searchable word is refused, as search refuses it
         with self.synced():  # one walk of the files for every tier
             recall = self._recall(question)
         out = recall.to_dict()
