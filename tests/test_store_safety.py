@@ -297,3 +297,19 @@ def test_consolidate_without_a_program_is_an_error_not_a_quarantine(plain: Memor
     with pytest.raises(ConfigError, match="PROGRAM.md is missing"):
         plain.consolidate()
     assert not list((plain.root / "quarantine").glob("*kettle*"))
+
+
+def test_grep_cuts_a_huge_line_to_the_part_around_its_match(tmp_path: Path) -> None:
+    mem = Memory.open(Store.init(tmp_path / "s"))
+    try:
+        mem.write("notes/one-line.md", "x" * 200_000 + " needle " + "y" * 200_000 + "\n")
+        mem.write("notes/start.md", "needle " + "z" * 5_000 + "\n")
+        [hit] = mem.grep("needle", path_prefix="notes/one")
+        assert hit.text.startswith("…x") and hit.text.endswith("y…") and " needle " in hit.text
+        assert len(hit.text) == service.GREP_LINE_CHARS + 2
+        [start] = mem.grep("needle", path_prefix="notes/start")
+        assert start.text.startswith("needle ") and start.text.endswith("z…")
+        short = mem.grep("needle", path_prefix="notes/")
+        assert len(short) == 2
+    finally:
+        mem.close()

@@ -446,7 +446,7 @@ class StoreVerbs:
                         "(it backtracks too much); simplify it"
                     ) from None
                 if found:
-                    hits.append(GrepHit(rel, number, line))
+                    hits.append(GrepHit(rel, number, _around(line, found.start(), found.end())))
                     if len(hits) >= limit:
                         return hits
         return hits
@@ -565,6 +565,20 @@ def _generated_router(norm: str) -> bool:
 
 # A grep stops with invalid_query after this long (a pattern that backtracks without end).
 GREP_SECONDS = 5.0
+GREP_LINE_CHARS = 1000  # a longer matching line is cut to this much around its match
+
+
+def _around(line: str, start: int, end: int) -> str:
+    """``line``, or when longer than GREP_LINE_CHARS the part around ``start:end`` with "…"
+    where it was cut (a file of one huge line must not make a huge answer)."""
+    if len(line) <= GREP_LINE_CHARS:
+        return line
+    middle = (start + min(end, start + GREP_LINE_CHARS)) // 2  # of the match's shown part
+    left = min(max(middle - GREP_LINE_CHARS // 2, 0), len(line) - GREP_LINE_CHARS)
+    right = left + GREP_LINE_CHARS
+    return ("…" if left else "") + line[left:right] + ("…" if right < len(line) else "")
+
+
 # Longest id, type, path, note or reason a merge or forget records.
 MAX_MERGE_CHARS = 1000
 # Placeholders for the time-dependent metrics, as coverage.go_string writes them; they come
