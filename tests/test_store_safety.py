@@ -313,3 +313,15 @@ def test_grep_cuts_a_huge_line_to_the_part_around_its_match(tmp_path: Path) -> N
         assert len(short) == 2
     finally:
         mem.close()
+
+
+def test_a_where_filter_on_a_number_beyond_sqlite_integers_is_a_plain_filter(
+    tmp_path: Path,
+) -> None:
+    mem = Memory.open(Store.init(tmp_path / "s"))
+    try:
+        mem.write("a.md", "---\nk: 1\n---\n# Apples\n")
+        assert mem.search("apples", where={"k": 10**30}) == []
+        assert [h.path for h in mem.search("apples", where={"k": 1})] == ["a.md"]
+    finally:
+        mem.close()

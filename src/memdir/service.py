@@ -95,7 +95,11 @@ def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[
         if isinstance(raw, str) and lone_surrogate(raw) is not None:
             raise InvalidInput(f"the where filter on {key!r} is not valid Unicode text")
         value = typed_scalar(raw) if isinstance(raw, str) else raw
-        pairs.append((key, int(value) if isinstance(value, bool) else value))
+        if isinstance(value, bool):
+            value = int(value)
+        elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+            value = float(value)  # beyond SQLite's integers; as the text "1e30" is typed
+        pairs.append((key, value))
     return tuple(pairs)
 
 
