@@ -39,6 +39,24 @@ def mem(store_root: Path) -> Iterator[Memory]:
     memory.close()
 
 
+@pytest.fixture
+def eng(tmp_path: Path) -> Iterator[Memory]:
+    """A store with one bundle, kitchen (a test module may define its own ``eng``)."""
+    memory = Memory.open(Store.init(tmp_path / "store"))
+    memory.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, oven")
+    yield memory
+    memory.close()
+
+
+@pytest.fixture
+def plain(tmp_path: Path) -> Iterator[Memory]:
+    """A store without git, holding notes/a.md (a test module may define its own)."""
+    root = Store.init(tmp_path / "s", git=False)
+    with Memory.open(root, overrides={"store": {"git_commit": False}}) as memory:
+        memory.write("notes/a.md", "# A\n\nThe kettle is descaled with vinegar.\n")
+        yield memory
+
+
 def run_cli(
     *args: str,
     cwd: Path | None = None,

@@ -3,7 +3,6 @@ wiki holds articles a person filed by hand (odd names, deeper folders, free-form
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -12,20 +11,7 @@ import pytest
 from memdir.engine import okf
 from memdir.errors import InvalidInput
 from memdir.service import Memory
-from memdir.store import Store
-
-BREAD = (
-    "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights of "
-    "flour and water. A starter kept in the fridge needs feeding the day before baking bread.\n"
-)
-
-
-@pytest.fixture
-def eng(tmp_path: Path) -> Iterator[Memory]:
-    mem = Memory.open(Store.init(tmp_path / "store"))
-    mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, oven")
-    yield mem
-    mem.close()
+from test_engine_review import BREAD
 
 
 def bundle_files(root: Path, bundle: str) -> dict[str, str]:

@@ -4,7 +4,6 @@ merge counts as the memory report counts it, and evaluate records nothing withou
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,6 @@ from memdir import frontmatter
 from memdir.engine import consolidate as consolidating
 from memdir.errors import InvalidInput
 from memdir.service import Memory
-from memdir.store import Store
 
 BREAD = (
     "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights of "
@@ -24,14 +22,6 @@ BROKEN = (
     "---\ntitle: [never closed\nbundle: kitchen\n---\n# Bread crust\n\nA hot oven with steam "
     "gives bread a crisp crust when baking.\n"
 )
-
-
-@pytest.fixture
-def eng(tmp_path: Path) -> Iterator[Memory]:
-    mem = Memory.open(Store.init(tmp_path / "store"))
-    mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, oven")
-    yield mem
-    mem.close()
 
 
 def git(root: Path, *args: str) -> str:

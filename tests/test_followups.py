@@ -19,11 +19,11 @@ from memdir.compact import DefaultCompactor
 from memdir.errors import Conflict, HarnessChanged
 from memdir.service import Memory
 from memdir.store import Store, is_store
-from test_engine_review import BREAD, BROKEN, eng  # noqa: F401  (eng is a fixture)
+from test_engine_review import BREAD, BROKEN
 
 
 @pytest.fixture
-def kitchen(eng: Memory) -> Memory:  # noqa: F811
+def kitchen(eng: Memory) -> Memory:
     """The engine review's kitchen store: one bundle (BREAD routes to it, BROKEN does not
     parse)."""
     return eng

@@ -19,17 +19,8 @@ from conftest import run_cli
 from http_server import Live, live_server
 from memdir.errors import Conflict, NotFound, UnsafePath
 from memdir.service import Memory
-from memdir.store import Store
 
 NO_VECTORS: dict[str, dict[str, Any]] = {"embeddings": {"enabled": False}}
-
-
-@pytest.fixture
-def plain(tmp_path: Path) -> Iterator[Memory]:
-    root = Store.init(tmp_path / "s", git=False)
-    with Memory.open(root, overrides={"store": {"git_commit": False}}) as mem:
-        mem.write("notes/a.md", "# A\n\nThe kettle is descaled with vinegar.\n")
-        yield mem
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,14 +46,6 @@ def test_engine_writes_reach_the_index_within_the_command(store_root: Path) -> N
         assert on_disk <= indexed, on_disk - indexed
     doctor = run_cli("--root", str(store_root), "doctor")
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-
-
-@pytest.fixture
-def plain(tmp_path: Path) -> Iterator[Memory]:
-    root = Store.init(tmp_path / "s", git=False)
-    with Memory.open(root, overrides={"store": {"git_commit": False}}) as mem:
-        mem.write("notes/a.md", "# A\n\nThe kettle is descaled with vinegar.\n")
-        yield mem
 
 
 def test_a_symlink_out_of_the_store_is_never_indexed(plain: Memory, tmp_path: Path) -> None:
