@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import coverage, frontmatter, paths
+from .. import coverage, frontmatter
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..harness import Harness
 from ..ids import new_id
@@ -69,7 +69,7 @@ class Outcome:
 def merged_keys(root: Path) -> set[str]:
     """The memory report's match keys of every wiki page's ``merged-from`` items."""
     keys: set[str] = set()
-    for rel in paths.readable_files(root, markdown_under(root, "wiki")):
+    for rel in markdown_under(root, "wiki"):
         fm = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace")).fm
         keys.update(coverage.facts_for(rel, fm, 0.0).merged_keys)
     return keys
@@ -92,7 +92,7 @@ def unseen_sources(root: Path) -> list[Source]:
     """Inbox sources no wiki page's merged-from covers yet (see :func:`is_merged`)."""
     keys = merged_keys(root)
     out = []
-    for rel in paths.readable_files(root, markdown_under(root, "inbox")):
+    for rel in markdown_under(root, "inbox"):
         parsed = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace"))
         eid = parsed.fm.get("episode_id")
         eid = eid.strip() if isinstance(eid, str) and eid.strip() else Path(rel).stem

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import paths
 from ..errors import MemdirError
 from ..store import Store, atomic_write
 from ..undo import Undo
@@ -158,7 +159,9 @@ class Batch:
 
 
 def markdown_under(root: Path, folder: str) -> Iterator[str]:
-    """Store-relative ``.md`` paths under ``folder`` (dot-names skipped), sorted."""
+    """Store-relative ``.md`` paths under ``folder`` (dot-names skipped), sorted: only the
+    regular files of the store (:func:`memdir.paths.readable`), so an engine walk never reads
+    through a symlink out of the store or into ``.git/``, nor waits on a pipe."""
     base = root / folder
     if not base.is_dir():
         return
@@ -169,4 +172,4 @@ def markdown_under(root: Path, folder: str) -> Iterator[str]:
             if name.startswith(".") or not name.lower().endswith(".md"):
                 continue
             out.append(Path(dirpath, name).relative_to(root).as_posix())
-    yield from sorted(out)
+    yield from paths.readable_files(root, sorted(out))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import frontmatter, links, paths
+from .. import frontmatter, links
 from ..harness import Harness, validate_article
 from ..program import Program
 from ..text import read_utf8
@@ -77,7 +77,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
     for bundle in bundles:
         files = {
             rel.split("/", 2)[2]: (root / rel).read_text(encoding="utf-8", errors="replace")
-            for rel in paths.readable_files(root, markdown_under(root, f"wiki/{bundle}"))
+            for rel in markdown_under(root, f"wiki/{bundle}")
         }
         result.okf[bundle] = okf.conformance(files)
         if f"wiki/{bundle}/index.md" not in top_urls:
@@ -183,7 +183,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
 def _episodes(root: Path, add: Any) -> None:
     known: set[str] = set()
     for folder in EXPERIENCE:
-        for rel in paths.readable_files(root, markdown_under(root, folder)):
+        for rel in markdown_under(root, folder):
             known.add(rel)
             text = (root / rel).read_text(encoding="utf-8", errors="replace")
             _, problems = reflect.read_episode(rel, text)

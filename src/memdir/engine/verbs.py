@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import frontmatter, lazy, paths
+from .. import frontmatter, lazy
 from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..ids import new_id
 from ..index.search import query_words
@@ -594,7 +594,7 @@ class EngineVerbs:
         prog = self.program()
         episodes: list[reflect.Episode] = []
         for folder in refining.EXPERIENCE:
-            for rel in paths.readable_files(self._root, files.markdown_under(self._root, folder)):
+            for rel in files.markdown_under(self._root, folder):
                 ep, _ = reflect.read_episode(
                     rel, (self._root / rel).read_text(encoding="utf-8", errors="replace")
                 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import frontmatter, paths
+from .. import frontmatter
 from ..program import Program
 from . import okf
 from .files import Batch, markdown_under
@@ -55,7 +55,7 @@ def bundle_names(root: Path, program: Program) -> list[str]:
 
 def articles(root: Path, bundle: str) -> list[Article]:
     out = []
-    for rel in paths.readable_files(root, markdown_under(root, f"wiki/{bundle}")):
+    for rel in markdown_under(root, f"wiki/{bundle}"):
         parts = rel.split("/")
         if parts[-1] in okf.RESERVED:
             continue
