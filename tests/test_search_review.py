@@ -13,33 +13,17 @@ from memdir import embeddings, rerank
 from memdir.errors import InvalidInput
 from memdir.plugins import hookimpl, manager
 from memdir.service import Memory
-from memdir.store import Store
-from test_hybrid import _turn
+from test_hybrid import _open, _turn
 from test_vectors import Letters
 
 FILLER = " ".join(f"Paragraph {n} talks about capacity planning for storage." for n in range(12))
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    return Store.init(tmp_path / "store")
-
-
-def _open(root: Path, provider: str = "letters", **options: Any) -> Memory:
-    return Memory.open(
-        root,
-        overrides={
-            "store": {"git_commit": False},
-            "embeddings": {"provider": provider, **options},
-        },
-    )
-
-
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
 def test_a_snippet_shows_the_words_found_far_into_a_document(
-    toy: None, root: Path, mode: str
+    toy: None, store_root: Path, mode: str
 ) -> None:
-    mem = _open(root)
+    mem = _open(store_root)
     body = f"# Failover design\n\n{FILLER}\n\nThe handshake word is xylophone.\n"
     mem.write("notes/design.md", body)
     mem.write("notes/short.md", "# Xylophone lessons\n\nA xylophone teacher on Mondays.\n")
@@ -52,8 +36,9 @@ def test_a_snippet_shows_the_words_found_far_into_a_document(
     assert hits["notes/short.md"].snippet.startswith("Xylophone lessons")
 
 
-def test_a_hit_found_by_meaning_alone_shows_its_best_chunk(toy: None, root: Path) -> None:
-    mem = _open(root, chunk_tokens=8, chunk_overlap=0)
+def test_a_hit_found_by_meaning_alone_shows_its_best_chunk(toy: None, store_root: Path) -> None:
+    chunks = {"provider": "letters", "chunk_tokens": 8, "chunk_overlap": 0}
+    mem = Memory.open(store_root, overrides={"store": {"git_commit": False}, "embeddings": chunks})
     head = " ".join(["banana cabana"] * 12)
     mem.write("notes/mixed.md", f"# Fruit\n\n{head}.\n\nFizz buzz jazz quiz zzz.\n")
     # "zzzzz" is no word of the note: only the vector side (letter counts) can find it.
@@ -63,9 +48,9 @@ def test_a_hit_found_by_meaning_alone_shows_its_best_chunk(toy: None, root: Path
 
 
 def test_why_rrf_is_the_fusion_of_ranks_and_the_score_adds_the_boosts(
-    toy: None, root: Path
+    toy: None, store_root: Path
 ) -> None:
-    mem = _open(root)
+    mem = _open(store_root)
     _turn(mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?")
     _turn(mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
     _turn(mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake.")
@@ -79,9 +64,9 @@ def test_why_rrf_is_the_fusion_of_ranks_and_the_score_adds_the_boosts(
         assert hit.score == pytest.approx(hit.why["rrf"] + boosts, abs=1e-4)
 
 
-def test_keyword_fallback_note_when_embeddings_are_off(root: Path) -> None:
+def test_keyword_fallback_note_when_embeddings_are_off(store_root: Path) -> None:
     mem = Memory.open(
-        root, overrides={"store": {"git_commit": False}, "embeddings": {"enabled": False}}
+        store_root, overrides={"store": {"git_commit": False}, "embeddings": {"enabled": False}}
     )
     mem.write("notes/a.md", "# Tea\n\nGreen tea in the morning.\n")
     mode, note = mem.search_mode()
@@ -119,10 +104,10 @@ def odd_rerankers() -> Iterator[None]:
 
 @pytest.mark.parametrize("provider", ["nan", "inf", "text"])
 def test_a_reranker_score_that_is_no_finite_number_leaves_the_order(
-    odd_rerankers: None, root: Path, provider: str
+    odd_rerankers: None, store_root: Path, provider: str
 ) -> None:
     mem = Memory.open(
-        root,
+        store_root,
         overrides={
             "store": {"git_commit": False},
             "embeddings": {"enabled": False},
@@ -138,9 +123,9 @@ def test_a_reranker_score_that_is_no_finite_number_leaves_the_order(
         assert math.isfinite(hit.score) and "rerank_rank" not in hit.why
 
 
-def test_a_where_filter_with_a_list_or_mapping_value_is_invalid_input(root: Path) -> None:
+def test_a_where_filter_with_a_list_or_mapping_value_is_invalid_input(store_root: Path) -> None:
     mem = Memory.open(
-        root, overrides={"store": {"git_commit": False}, "embeddings": {"enabled": False}}
+        store_root, overrides={"store": {"git_commit": False}, "embeddings": {"enabled": False}}
     )
     mem.write("notes/a.md", "---\ntags: [deploy, ops]\n---\n# Deploy\n\nShip it.\n")
     assert [h.path for h in mem.search("deploy", where={"tags": "ops"})] == ["notes/a.md"]
@@ -177,11 +162,13 @@ def recording() -> Iterator[None]:
     embeddings.clear_cache()
 
 
-def test_a_user_known_only_from_quarantine_is_no_user_hint(recording: None, root: Path) -> None:
-    (root / "quarantine" / "misfit.md").write_text(
+def test_a_user_known_only_from_quarantine_is_no_user_hint(
+    recording: None, store_root: Path
+) -> None:
+    (store_root / "quarantine" / "misfit.md").write_text(
         "---\nuser: Quincy\n---\n# Misfit\n\nQuincy brews green tea.\n", encoding="utf-8"
     )
-    mem = _open(root, provider="recording")
+    mem = _open(store_root, provider="recording")
     _turn(mem, "t/a.md", "s1", "ann", "2024-01-01T10:00:00Z", "Ann brews black tea daily.")
     mem.search("what tea does Quincy brew on sundays", mode="hybrid")
     mem.search("what tea does Ann brew on sundays", mode="hybrid")
