@@ -162,7 +162,7 @@ class FileFacts:
             data["x"] = 1
         if self.has_scope:
             data["o"] = self.scope
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> FileFacts:

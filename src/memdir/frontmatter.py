@@ -33,7 +33,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from memdir.errors import InvalidDocument
 
-__all__ = ["Parsed", "edit", "load_strict", "parse", "plain_type", "render"]
+__all__ = ["Parsed", "edit", "json_value", "load_strict", "parse", "plain_type", "render"]
 
 _STR = "tag:yaml.org,2002:str"
 _INT = "tag:yaml.org,2002:int"
@@ -140,6 +140,37 @@ def plain_type(value: str) -> type:
     """The Python type an unquoted ``value`` would read back as (``str`` when unchanged)."""
     tag, v = _resolve_plain(value)
     return str if tag in (_STR, _MERGE) else type(v)
+
+
+def json_value(value: Any) -> Any:
+    """``value`` with every non-finite float (at any depth) as its YAML text.
+
+    JSON has no NaN or infinity, and SQLite's JSON functions refuse a document that holds one,
+    so the index stores ``.nan``, ``.inf`` and ``-.inf`` as those strings (and a ``where``
+    filter on a non-finite number compares with the same text).
+    """
+    return _json_value(value, set())
+
+
+def _json_value(value: Any, within: set[int]) -> Any:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return value
+    if not isinstance(value, dict | list):
+        return value
+    if id(value) in within:  # the reader refuses aliases; a guard, worded as json.dumps does
+        raise ValueError("Circular reference detected")
+    within.add(id(value))
+    out: Any
+    if isinstance(value, dict):
+        out = {k: _json_value(v, within) for k, v in value.items()}
+    else:
+        out = [_json_value(v, within) for v in value]
+    within.discard(id(value))
+    return out
 
 
 def _needs_quotes(value: str) -> bool:

@@ -9,6 +9,7 @@ files first (:meth:`StoreVerbs.sync`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from . import coverage, links, paths, provenance, watch
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, InvalidInput, InvalidQuery, NotFound
+from .frontmatter import json_value
 from .index import Difference, Index, SyncStats
 from .index.search import Filters, Hit, bm25
 from .retrieval import RetrievalVerbs
@@ -95,7 +97,9 @@ def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[
         if isinstance(raw, str) and lone_surrogate(raw) is not None:
             raise InvalidInput(f"the where filter on {key!r} is not valid Unicode text")
         value = typed_scalar(raw) if isinstance(raw, str) else raw
-        if isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            value = json_value(value)  # the text the index stores for it (".inf")
+        elif isinstance(value, bool):
             value = int(value)
         elif isinstance(value, int) and not -(2**63) <= value < 2**63:
             value = float(value)  # beyond SQLite's integers; as the text "1e30" is typed

@@ -97,7 +97,9 @@ def analyze(rel: str, raw: bytes, mtime_ns: int, size: int) -> DocRow:
     fm = parsed.fm
     fm_error = parsed.error
     try:
-        fm_json = json.dumps(fm, ensure_ascii=False, default=str)
+        fm_json = json.dumps(
+            frontmatter.json_value(fm), ensure_ascii=False, allow_nan=False, default=str
+        )
     except (ValueError, TypeError, OverflowError) as err:
         # The reader refuses aliases, so this is a guard: a frontmatter the index cannot store
         # is indexed as invalid (empty), like invalid YAML, rather than failing the whole walk.

@@ -194,4 +194,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         DELETE FROM fts_log;
         """,
     ),
+    (
+        # rows the next sync must parse again (a stamp no file has): frontmatter stored as
+        # JSON that SQLite refuses (NaN, Infinity: every where filter failed on it), and
+        # top-level keys that YAML 1.1 typed ("y: 1" stored as "true"; keys now stay text)
+        "0800_frontmatter_json_reparse",
+        """
+        UPDATE docs SET size = -1, hash = ''
+        WHERE CASE WHEN json_valid(fm) THEN EXISTS (
+            SELECT 1 FROM json_each(docs.fm)
+            WHERE key IN ('true', 'false', 'null') OR key GLOB '[0-9.+-]*'
+        ) ELSE 1 END;
+        """,
+    ),
 ]
