@@ -4,7 +4,9 @@ A document's frontmatter is the YAML between a first line ``---`` (line 1, trail
 CRLF tolerated) and the next ``---`` line. Reading follows KiwiFS's YAML 1.1 typing: unquoted
 dates and timestamps stay strings; ``y``, ``yes``, ``on`` (and ``n``, ``no``, ``off``) are
 booleans; ``42``, ``0x1f``, ``1_000`` are ints; ``1.5`` and ``1e3`` are floats. Sexagesimal
-numbers (``1:30``) are strings. Invalid YAML reads as an empty mapping with ``error`` set.
+numbers (``1:30``) are strings. Keys are never typed: ``y: 1``, ``1: a`` and ``null: b`` have
+the string keys ``y``, ``1`` and ``null``. Invalid YAML reads as an empty mapping with ``error``
+set.
 
 Aliases (``*name``) are invalid here, wherever they appear: a block that uses one reads as an
 empty mapping with ``error`` set, like any other invalid YAML, so that no reader ever gets a
@@ -238,6 +240,17 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
         tag: str = super().resolve(kind, value, implicit)
         return tag
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        # Keys are never typed: "y: 1" keeps the key "y" (YAML 1.1 reads True, and "on: 2"
+        # would then overwrite it), "1", "null" and "2024-01-01" stay the text written.
+        # Merge keys are taken out first, so "<<" still merges.
+        if isinstance(node, MappingNode):
+            self.flatten_mapping(node)
+            for key_node, _value in node.value:
+                if isinstance(key_node, ScalarNode):
+                    key_node.tag = _STR
+        return super().construct_mapping(node, deep=deep)
+
 
 def _construct_typed(loader: _Loader, node: ScalarNode) -> Any:
     tag, value = _resolve_plain(node.value)
@@ -334,9 +347,7 @@ def _fast_pair(line: str) -> tuple[str, Any] | None:
     m = _FAST_KEY_RE.match(line)
     if m is None:
         return None
-    key = m.group(1)
-    if _resolve_plain(key)[0] != _STR:
-        return None
+    key = m.group(1)  # keys are never typed (see _Loader.construct_mapping)
     text = (m.group(2) or "").rstrip(" ")
     if not text:
         return key, None
@@ -592,7 +603,20 @@ def _rt_classes() -> tuple[type, type, type]:
         __slots__ = ()
 
     class Constructor(RoundTripConstructor):
-        pass
+        # (the signature is RoundTripConstructor's own, which overrides its base's so too)
+        def construct_mapping(  # type: ignore[override]
+            self, node: Any, maptyp: Any, deep: bool = False
+        ) -> Any:
+            # A plain key is text written back as it was ("y", "null", "1" stay so): as
+            # the reader above, the round trip never types a key.
+            for key_node, _value in getattr(node, "value", ()):
+                if (
+                    isinstance(key_node, RtScalarNode)
+                    and key_node.style is None
+                    and key_node.value != "<<"
+                ):
+                    self.constructed_objects[key_node] = Plain(key_node.value)
+            return super().construct_mapping(node, maptyp, deep)
 
     def construct_plain_timestamp(self: Any, node: Any) -> Plain:
         return Plain(node.value)
