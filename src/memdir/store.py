@@ -77,6 +77,8 @@ class WriteResult:
     hash: str
     size: int
     created: bool
+    # history keys (derived-from, merged-from) the new content set, replacing the file's
+    replaced: tuple[str, ...] = ()
 
     @property
     def etag(self) -> str:
@@ -476,7 +478,9 @@ class Store:
                 frontmatter.load_strict(text)  # raises InvalidDocument with line and column
             if provenance_value is not None:
                 entry = provenance.derived_entry(*provenance_value, actor)
-                text = frontmatter.edit(text, lambda fm: _append_list(fm, "derived-from", entry))
+                text = frontmatter.edit(
+                    text, lambda fm: provenance.append_entry(fm, "derived-from", entry)
+                )
                 raw = self._check_content(norm, text)
         return norm, target, raw
 
@@ -498,7 +502,9 @@ class Store:
         """Write a document atomically under its path lock.
 
         Markdown content must have valid YAML frontmatter when it has a block.
-        ``provenance_value`` appends ``{type, id, date, actor}`` to ``derived-from``.
+        A document that replaces another keeps the old one's ``derived-from`` and
+        ``merged-from`` unless the new content sets them (the result names those it replaced);
+        ``provenance_value`` then appends ``{type, id, date, actor}`` to ``derived-from``.
         ``if_match`` is an ETag (or content hash) that the current file must have.
         """
         actor_name = checked_actor(actor)
@@ -506,17 +512,39 @@ class Store:
             rel,
             content,
             actor=actor_name,
-            provenance_value=provenance_value,
+            provenance_value=None,  # appended under the lock, after the history is carried
             markdown_only=markdown_only,
         )
         with self.lock(norm):
             existed = target.is_file()
             if if_match is not None:
                 self._check_etag(norm, target, if_match)
+            raw, replaced = self._carry_history(norm, target, raw, provenance_value, actor_name)
             atomic_write(target, raw, durable=self.durable)
-        result = WriteResult(norm, content_hash(raw), len(raw), created=not existed)
+        result = WriteResult(norm, content_hash(raw), len(raw), not existed, replaced)
         self._queue_commit([norm], actor_name, message or f"write {norm}")
         return result
+
+    def _carry_history(
+        self,
+        norm: str,
+        target: Path,
+        raw: bytes,
+        provenance_value: tuple[str, str] | None,
+        actor: str,
+    ) -> tuple[bytes, tuple[str, ...]]:
+        """``raw`` with the replaced file's history and this write's provenance (under the
+        path's lock, so a concurrent writer's entry is read, never lost)."""
+        if not paths.is_markdown(norm):
+            return raw, ()
+        old: str | None = None
+        with suppress(FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            old = target.read_bytes().decode("utf-8", errors="replace")
+        entry = (
+            None if provenance_value is None else provenance.derived_entry(*provenance_value, actor)
+        )
+        text, replaced = provenance.carry_history(old, raw.decode("utf-8"), entry)
+        return self._check_content(norm, text), replaced
 
     def write_files(
         self,
@@ -660,13 +688,3 @@ class Store:
     @property
     def config_file(self) -> Path:
         return config_path(self.root)
-
-
-def _append_list(fm: Any, key: str, entry: dict[str, str]) -> None:
-    current = fm.get(key)
-    if isinstance(current, list):
-        current.append(entry)
-    elif current is None:
-        fm[key] = [entry]
-    else:  # an unexpected shape is kept, never dropped
-        fm[key] = [current, entry]

@@ -96,12 +96,16 @@ def write_cmd(
                 "etag": result.etag,
                 "size": result.size,
                 "created": result.created,
+                "replaced": list(result.replaced),
             }
         )
     else:
         click.echo(
             f"{'created' if result.created else 'updated'} {result.path} ({result.size} bytes)"
         )
+    if result.replaced:
+        keys = ", ".join(result.replaced)
+        click.echo(f"note: the content set {keys}, replacing the file's earlier entries", err=True)
 
 
 @click.command("read")

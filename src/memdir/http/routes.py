@@ -42,6 +42,10 @@ class WriteResponse(BaseModel):
     etag: str
     size: int
     created: bool
+    replaced: list[str] = Field(
+        default_factory=list,
+        description="derived-from / merged-from keys the content set, replacing the file's.",
+    )
 
 
 class MergeBody(BaseModel):
@@ -118,6 +122,7 @@ def write_file(
         "etag": result.etag,
         "size": result.size,
         "created": result.created,
+        "replaced": list(result.replaced),
     }
     status = 201 if result.created else 200
     return JSONResponse(data, status_code=status, headers={"ETag": result.etag})

@@ -280,7 +280,9 @@ def register(server: MCPServer, t: Tooling) -> None:
     @tool(
         "Write a markdown file atomically (create or replace). Give provenance as type:id so "
         "the file records where it came from (derived-from). Pass if_match (the etag from "
-        "`read`) to refuse the write if the file changed since you read it.",
+        "`read`) to refuse the write if the file changed since you read it. A replaced file "
+        "keeps its derived-from and merged-from unless content sets them (the result's "
+        "replaced lists those it set).",
         writes=True,
     )
     def write(
@@ -308,6 +310,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 "etag": r.etag,
                 "size": r.size,
                 "created": r.created,
+                "replaced": list(r.replaced),
             }
 
         return t.run(ctx, "write", "write", body)
