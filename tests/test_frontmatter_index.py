@@ -108,3 +108,22 @@ def test_an_index_made_before_strict_json_is_parsed_again(root: Path) -> None:
         assert _found(again, "score=.nan") == {"notes/nan.md"}
         assert _found(again, "status=final") == {"notes/plain.md"}
         assert again.doctor().ok
+
+
+def test_where_matches_scalars_and_list_items_never_maps(root: Path) -> None:
+    shapes = {
+        "notes/map.md": "meta: {a: 1, b: x}",
+        "notes/list.md": "meta: [1, x, [2], {c: 3}]",
+        "notes/scalar.md": "meta: x",
+        "notes/text.md": "meta: '[2]'",
+    }
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        for path, fm in shapes.items():
+            mem.write(path, f"---\n{fm}\n---\n# {path}\n\nThe kettle is descaled.\n")
+        assert _found(mem, "meta=1") == {"notes/list.md"}
+        assert _found(mem, "meta=x") == {"notes/list.md", "notes/scalar.md"}
+        assert _found(mem, "meta=a") == set()  # a map's key is not its value either
+        # a nested list is not the text of its JSON, which a string value may be
+        assert _found(mem, "meta=[2]") == {"notes/text.md"}
+        assert _found(mem, 'meta={"c":3}') == set()
+        assert _found(mem, "meta=2") == set()  # nor does a where filter reach into it

@@ -121,7 +121,12 @@ class Filters:
             params.append(self.type)
         for key, value in self.where:
             path = '$."' + key.replace('"', "") + '"'
-            parts.append(f"EXISTS (SELECT 1 FROM json_each({alias}.fm, ?) WHERE value IS ?)")
+            # A scalar (key NULL) or a list's scalar items (integer keys) match; a map's
+            # members (text keys) and nested lists or maps (their JSON text) never do.
+            parts.append(
+                f"EXISTS (SELECT 1 FROM json_each({alias}.fm, ?) WHERE value IS ? "
+                "AND typeof(key) != 'text' AND type NOT IN ('array', 'object'))"
+            )
             params += [path, value]
         return " AND " + " AND ".join(parts), params
 
