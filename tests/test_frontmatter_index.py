@@ -6,9 +6,11 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from conftest import run_cli
 from http_server import live_server
 from memdir.service import Memory
 from memdir.store import Store
@@ -127,3 +129,23 @@ def test_where_matches_scalars_and_list_items_never_maps(root: Path) -> None:
         assert _found(mem, "meta=[2]") == {"notes/text.md"}
         assert _found(mem, 'meta={"c":3}') == set()
         assert _found(mem, "meta=2") == set()  # nor does a where filter reach into it
+
+
+def _strict(text: str) -> Any:
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not strict JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_turn_with_a_non_finite_field_is_shown_as_strict_json(root: Path) -> None:
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        turn = mem.record_turn(thread="t1", input="descale the kettle?", output="done")
+    record = root / turn.path
+    record.write_text(record.read_text().replace("---\n", "---\nscore: -.inf\n", 1))
+    done = run_cli("--root", str(root), "turn", "show", turn.id, "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    assert _strict(done.stdout.decode())["score"] == "-.inf"
+    with live_server(root, NO_GIT, mcp=False) as live, live.client() as http:
+        resp = http.get(f"/v1/turns/{turn.id}")
+        assert resp.status_code == 200 and _strict(resp.text)["score"] == "-.inf"

@@ -91,7 +91,8 @@ class TurnRecord:
             "keywords": list(self.keywords),
             "created": self.created,
         }
-        out.update({k: v for k, v in self.extra.items() if k not in out})
+        # a hand-edited record may hold .nan or .inf, which JSON has no form for
+        out.update({k: frontmatter.json_value(v) for k, v in self.extra.items() if k not in out})
         out.update({"input": self.input, "compact": self.compact, "output": self.output})
         return out
 
