@@ -149,3 +149,29 @@ def test_a_turn_with_a_non_finite_field_is_shown_as_strict_json(root: Path) -> N
     with live_server(root, NO_GIT, mcp=False) as live, live.client() as http:
         resp = http.get(f"/v1/turns/{turn.id}")
         assert resp.status_code == 200 and _strict(resp.text)["score"] == "-.inf"
+
+
+def test_ints_beyond_64_bits_are_compared_exactly(root: Path) -> None:
+    sizes = {"notes/max.md": 2**64 - 1, "notes/below.md": 2**64 - 2, "notes/int64.md": 2**63 - 1}
+    with Memory.open(root, overrides=NO_GIT) as mem:
+        for path, n in sizes.items():
+            mem.write(path, f"---\nn: {n}\n---\n# {path}\n\nThe kettle is descaled.\n")
+        # as floats, the first two were one number (and 2**63 matched 2**63 + 1)
+        assert _found(mem, f"n={2**64 - 1}") == {"notes/max.md"}
+        assert _found(mem, f"n={2**64 - 2}") == {"notes/below.md"}
+        assert _found(mem, f"n={2**63 - 1}") == {"notes/int64.md"}
+        assert _found(mem, f"n={2**63}") == set()
+        assert seen_as(mem, "notes/max.md") == {"n": str(2**64 - 1)}
+        assert seen_as(mem, "notes/int64.md") == {"n": 2**63 - 1}
+    db = sqlite3.connect(root / ".memdir" / "index.db")
+    db.execute(f"UPDATE docs SET fm = '{{\"n\": {2**64 - 2}}}' WHERE path = 'notes/below.md'")
+    db.execute("DELETE FROM migrations WHERE name = ?", (REPARSE_MIGRATION,))
+    db.commit()
+    db.close()
+    with Memory.open(root, overrides=NO_GIT) as again:  # an older index is parsed again
+        assert _found(again, f"n={2**64 - 2}") == {"notes/below.md"}
+
+
+def seen_as(mem: Memory, path: str) -> Any:
+    row = mem.index.conn.execute("SELECT fm FROM docs WHERE path = ?", (path,)).fetchone()
+    return json.loads(row[0])

@@ -82,6 +82,7 @@ _INT_RE = re.compile(
     r"([-+]?)(?:0[bB]([01]+)|0[oO]([0-7]+)|0[xX]([0-9a-fA-F]+)|0([0-7]+)|([0-9]+))\Z"
 )
 _INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 _UINT64_MAX = 2**64 - 1
 # PyYAML's own timestamp pattern; used on write only, so that date-like strings are quoted.
 _TIMESTAMP_RE = re.compile(
@@ -145,11 +146,13 @@ def plain_type(value: str) -> type:
 
 
 def json_value(value: Any) -> Any:
-    """``value`` with every non-finite float (at any depth) as its YAML text.
+    """``value`` with every number SQLite cannot hold exactly (at any depth) as text.
 
     JSON has no NaN or infinity, and SQLite's JSON functions refuse a document that holds one,
-    so the index stores ``.nan``, ``.inf`` and ``-.inf`` as those strings (and a ``where``
-    filter on a non-finite number compares with the same text).
+    so the index stores ``.nan``, ``.inf`` and ``-.inf`` as those strings; an int beyond
+    SQLite's 64-bit integers (YAML reads up to 2**64 - 1) would become a float that other ints
+    round to, so it is stored as its decimal text. A ``where`` filter on such a number compares
+    with the same text.
     """
     return _json_value(value, set())
 
@@ -161,6 +164,8 @@ def _json_value(value: Any, within: set[int]) -> Any:
         if math.isinf(value):
             return ".inf" if value > 0 else "-.inf"
         return value
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        return str(value)
     if not isinstance(value, dict | list):
         return value
     if id(value) in within:  # the reader refuses aliases; a guard, worded as json.dumps does

@@ -9,7 +9,6 @@ files first (:meth:`StoreVerbs.sync`).
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import time
@@ -97,12 +96,10 @@ def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[
         if isinstance(raw, str) and lone_surrogate(raw) is not None:
             raise InvalidInput(f"the where filter on {key!r} is not valid Unicode text")
         value = typed_scalar(raw) if isinstance(raw, str) else raw
-        if isinstance(value, float) and not math.isfinite(value):
-            value = json_value(value)  # the text the index stores for it (".inf")
-        elif isinstance(value, bool):
+        if isinstance(value, bool):
             value = int(value)
-        elif isinstance(value, int) and not -(2**63) <= value < 2**63:
-            value = float(value)  # beyond SQLite's integers; as the text "1e30" is typed
+        elif isinstance(value, int | float):
+            value = json_value(value)  # ".inf", or an int beyond SQLite's as the index has it
         pairs.append((key, value))
     return tuple(pairs)
 

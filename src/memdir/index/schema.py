@@ -196,12 +196,13 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
     (
         # rows the next sync must parse again (a stamp no file has): frontmatter stored as
-        # JSON that SQLite refuses (NaN, Infinity: every where filter failed on it), and
+        # JSON that SQLite refuses (NaN, Infinity: every where filter failed on it), ints
+        # beyond 64 bits (now stored as text; any run of 19 digits is parsed again), and
         # top-level keys that YAML 1.1 typed ("y: 1" stored as "true"; keys now stay text)
         "0800_frontmatter_json_reparse",
-        """
+        f"""
         UPDATE docs SET size = -1, hash = ''
-        WHERE CASE WHEN json_valid(fm) THEN EXISTS (
+        WHERE CASE WHEN json_valid(fm) THEN fm GLOB '*{"[0-9]" * 19}*' OR EXISTS (
             SELECT 1 FROM json_each(docs.fm)
             WHERE key IN ('true', 'false', 'null') OR key GLOB '[0-9.+-]*'
         ) ELSE 1 END;
