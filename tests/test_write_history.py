@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import run_cli
 from http_server import live_server
-from memdir import frontmatter
+from memdir import frontmatter, provenance
 from memdir.service import Memory
 from memdir.store import Store
 
@@ -203,3 +203,45 @@ def test_concurrent_rewrites_lose_no_entry(root: Path) -> None:
         derived, _merged = _history(root)
         assert sorted(derived) == sorted(f"run:{n}" for n in range(9))
         assert derived[0] == "run:0"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "derived", "merged", "replaced"),
+    [
+        # no file yet: only the new provenance
+        (None, "# A\n", ["run:9"], [], ()),
+        # a scalar of an unexpected shape is kept, first
+        ("---\nderived-from: by hand\n---\n# A\n", "# A\n", ["by hand", "run:9"], [], ()),
+        # an old block that does not parse keeps nothing
+        ("---\nderived-from: [\n---\n# A\n", "# A\n", ["run:9"], [], ()),
+        # merged-from set by the content replaces the file's; derived-from is kept
+        (
+            "---\nderived-from:\n  - {type: run, id: '1'}\n"
+            "merged-from:\n  - {type: episode, id: a}\n---\n",
+            "---\nmerged-from:\n  - {type: episode, id: b}\n---\n# A\n",
+            ["run:1", "run:9"],
+            ["episode:b"],
+            ("merged-from",),
+        ),
+        # content that sets a key to what the file holds replaces nothing
+        (
+            "---\nmerged-from:\n  - {type: episode, id: a}\n---\n",
+            "---\nmerged-from:\n  - {type: episode, id: a}\n---\n# A\n",
+            ["run:9"],
+            ["episode:a"],
+            (),
+        ),
+    ],
+)
+def test_carry_history_cases(
+    old: str | None, new: str, derived: list[str], merged: list[str], replaced: tuple[str, ...]
+) -> None:
+    entry = provenance.derived_entry("run", "9", "tester")
+    text, said = provenance.carry_history(old, new, entry)
+    fm = frontmatter.parse(text).fm
+
+    def ids(key: str) -> list[str]:
+        return [e if isinstance(e, str) else f"{e['type']}:{e['id']}" for e in fm.get(key) or []]
+
+    assert (ids("derived-from"), ids("merged-from"), said) == (derived, merged, replaced)
+    assert frontmatter.parse(text).body == frontmatter.parse(new).body
