@@ -71,6 +71,17 @@ def test_where_finds_keys_yaml_would_have_typed(mem: Memory) -> None:
         assert {h.path for h in hits} == expected, where
 
 
+@pytest.mark.parametrize("key", ["a\\b", "C:\\tmp", "a.b", "a[0]", "$", "*", "é", "a b", "a'b"])
+def test_where_finds_keys_of_any_characters(mem: Memory, key: str) -> None:
+    quoted = "'" + key.replace("'", "''") + "'"
+    mem.write("notes/odd.md", f"---\n{quoted}: v\n---\n# Odd\n\nThe kettle is descaled.\n")
+    mem.write("notes/other.md", "---\nab: v\n---\n# Other\n\nThe kettle is descaled.\n")
+    assert frontmatter.parse(mem.read("notes/odd.md").content).fm == {key: "v"}
+    for where in ([f"{key}=v"], {key: "v"}):
+        hits = mem.search("kettle", mode="bm25", where=where)
+        assert [h.path for h in hits] == ["notes/odd.md"], where
+
+
 def test_merge_forget_and_provenance_keep_the_key_text(mem: Memory) -> None:
     mem.write("notes/keys.md", DOC, provenance="run:1")
     mem.merge("notes/keys.md", episode="e1")

@@ -120,7 +120,8 @@ class Filters:
             parts.append(f"lower({alias}.type) = lower(?)")
             params.append(self.type)
         for key, value in self.where:
-            path = '$."' + key.replace('"', "") + '"'
+            # the label as the index's JSON spells the key: a backslash is escaped there
+            path = '$."' + key.replace('"', "").replace("\\", "\\\\") + '"'
             # A scalar (key NULL) or a list's scalar items (integer keys) match; a map's
             # members (text keys) and nested lists or maps (their JSON text) never do.
             parts.append(
