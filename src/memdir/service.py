@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import coverage, links, paths, provenance, watch
+from . import coverage, links, paths, patterns, provenance, watch
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, InvalidInput, InvalidQuery, NotFound
 from .index import Difference, Index, SyncStats
@@ -414,26 +414,37 @@ class StoreVerbs:
 
         Patterns are run by the ``regex`` module (the syntax of Python's ``re``) with a
         time limit: a pattern that backtracks without end ("(a+)+$") stops after
-        ``GREP_SECONDS`` in all with ``invalid_query``, instead of holding a server.
+        ``GREP_SECONDS`` in all with ``invalid_query``, instead of holding a server. What
+        would take memory without a bound is refused first (:func:`memdir.patterns.check`:
+        recursion, huge counts, long patterns), and a long line is searched in windows of
+        ``GREP_WINDOW`` characters, since the engine's stack grows with the text it is given.
         """
         import regex
 
         if limit < 1:
             raise InvalidInput(f"limit must be at least 1, got {limit}")
+        patterns.check(pattern)
         try:
             compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
         except (regex.error, OverflowError, RecursionError, ValueError) as exc:
             raise InvalidQuery(f"invalid regular expression {pattern!r}: {exc}") from None
+        except MemoryError:
+            raise InvalidQuery(f"the regular expression {pattern!r} is too large") from None
         self.sync()
         flt = self.filters(path_prefix=path_prefix, include_superseded=include_superseded)
         condition, params = flt.sql()
-        rows = self.index.conn.execute(
-            f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
-        )
+        # All the paths first: a cursor left open by an error would hold its read snapshot,
+        # and this thread's next write would fail with "database is locked".
+        rels = [
+            rel
+            for (rel,) in self.index.conn.execute(
+                f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
+            )
+        ]
         real_root = os.path.realpath(self.store.root)
         deadline = time.monotonic() + GREP_SECONDS
         hits: list[GrepHit] = []
-        for (rel,) in rows:
+        for rel in rels:
             target = self.store.root / rel
             if not paths.inside(real_root, os.fspath(target)):
                 continue  # a symlink out of the store (an index older than that rule)
@@ -442,15 +453,9 @@ class StoreVerbs:
             except OSError:
                 continue
             for number, line in enumerate(text.splitlines(), start=1):
-                try:
-                    found = compiled.search(line, timeout=max(deadline - time.monotonic(), 0))
-                except TimeoutError:
-                    raise InvalidQuery(
-                        f"the regular expression {pattern!r} took longer than {GREP_SECONDS:g} s "
-                        "(it backtracks too much); simplify it"
-                    ) from None
-                if found:
-                    hits.append(GrepHit(rel, number, _around(line, found.start(), found.end())))
+                span = _grep_line(compiled, pattern, line, deadline)
+                if span is not None:
+                    hits.append(GrepHit(rel, number, _around(line, *span)))
                     if len(hits) >= limit:
                         return hits
         return hits
@@ -569,6 +574,38 @@ def _generated_router(norm: str) -> bool:
 
 # A grep stops with invalid_query after this long (a pattern that backtracks without end).
 GREP_SECONDS = 5.0
+# A longer line is searched in windows this long, each overlapping the one before by
+# GREP_OVERLAP: the engine's stack grows with its text ("(a)+c" took 377 MB over one line of
+# 4 million characters), so a window bounds what one search can take.
+GREP_WINDOW = 65_536
+GREP_OVERLAP = 4_096
+
+
+def _grep_line(compiled: Any, pattern: str, line: str, deadline: float) -> tuple[int, int] | None:
+    """Where ``compiled`` first matches ``line`` (searched window by window), or None."""
+    start = 0
+    while True:
+        end = min(start + GREP_WINDOW, len(line))
+        try:
+            found = compiled.search(line, start, end, timeout=max(deadline - time.monotonic(), 0))
+        except TimeoutError:
+            raise InvalidQuery(
+                f"the regular expression {pattern!r} took longer than {GREP_SECONDS:g} s "
+                "(it backtracks too much); simplify it"
+            ) from None
+        except MemoryError:
+            raise InvalidQuery(
+                f"the regular expression {pattern!r} needs too much memory; simplify it"
+            ) from None
+        # A match that ends where a window is cut may be the cut's doing ("$" matches there):
+        # the next window, which overlaps this one, decides.
+        if found and (end == len(line) or found.end() < end):
+            return found.start(), found.end()
+        if end == len(line):
+            return None
+        start = end - GREP_OVERLAP
+
+
 GREP_LINE_CHARS = 1000  # a longer matching line is cut to this much around its match
 
 
