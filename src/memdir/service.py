@@ -14,7 +14,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -387,6 +387,29 @@ class StoreVerbs:
             include_superseded=include_superseded,
         )
 
+    def _leading_out(self, flt: Filters) -> Filters:
+        """``flt`` leaving out what leads out of its path prefix through a symlink.
+
+        A path prefix confines what a result shows, not only the path it names (a token's
+        prefix arrives here as one): a file whose real path is outside the prefix is no
+        result. Costs a walk of the prefix's folders; nothing without a prefix.
+        """
+        if not flt.path_prefix:
+            return flt
+        out = paths.links_out(self.store.root, flt.path_prefix)
+        return replace(flt, exclude=(*flt.exclude, *out)) if out else flt
+
+    def _leaks(self, rels: list[str], flt: Filters) -> set[str]:
+        """The results among ``rels`` whose real file lies outside ``flt``'s path prefix.
+
+        Only paths through a symlink can (one ``lstat`` each, folders looked at once).
+        """
+        if not flt.path_prefix:
+            return set()
+        root = self.store.root
+        linked = paths.through_symlinks(root, rels)
+        return {rel for rel in linked if not paths.shown_within(root, rel, flt.path_prefix)}
+
     def keyword_search(
         self, query: str, *, limit: int | None = None, filters: Filters | None = None
     ) -> list[Hit]:
@@ -444,10 +467,14 @@ class StoreVerbs:
         real_root = os.path.realpath(self.store.root)
         deadline = time.monotonic() + GREP_SECONDS
         hits: list[GrepHit] = []
+        confined = (path_prefix or "").lstrip("/")
         for rel in rels:
             target = self.store.root / rel
-            if not paths.inside(real_root, os.fspath(target)):
+            real = paths.real_rel(real_root, os.fspath(target))
+            if real is None:
                 continue  # a symlink out of the store (an index older than that rule)
+            if not real.startswith(confined):
+                continue  # a symlink under the prefix to a file outside it shows that file
             try:
                 text = target.read_text(encoding="utf-8", errors="replace")
             except OSError:
@@ -463,9 +490,14 @@ class StoreVerbs:
     def ls(
         self, prefix: str | None = None, *, include_superseded: bool = False
     ) -> list[dict[str, Any]]:
-        """The visible documents under ``prefix``, in walk order."""
+        """The visible documents under ``prefix``, in walk order.
+
+        A symlink under ``prefix`` whose file or folder lies outside it is not listed: its
+        title and size are the other file's (:func:`memdir.paths.links_out`).
+        """
         self.sync()
         flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
+        flt = self._leading_out(flt)
         condition, params = flt.sql()
         from .index.search import present
 
