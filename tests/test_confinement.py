@@ -145,6 +145,14 @@ def test_mcp_tools_show_nothing_through_a_link_out(confined: tuple[Live, str, st
                 result = await c.call_tool(name, args)
                 text = "".join(getattr(b, "text", "") for b in result.content)
                 out.append((name, args, bool(result.is_error), text))
+            for uri in (
+                "memdir://files/episodes/peek.md",
+                "memdir://files/episodes/side/secret.md",
+            ):
+                with pytest.raises(Exception, match="confined"):
+                    await c.read_resource(uri)
+            own = await c.read_resource("memdir://files/episodes/own.md")
+            assert "harbour note" in getattr(own.contents[0], "text", "")
         return out
 
     results = anyio.run(go)
