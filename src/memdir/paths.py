@@ -108,6 +108,101 @@ def inside(real_root: str, path: str) -> bool:
     return not any(_private(part) for part in rel.split(os.sep))
 
 
+def real_rel(real_root: str, path: str) -> str | None:
+    """The store-relative path (``a/b.md``) of what ``path`` is, every symlink followed;
+    None when that is outside ``real_root`` (itself a realpath) or in a private folder."""
+    if not inside(real_root, path):
+        return None
+    return os.path.realpath(path)[len(real_root) + 1 :].replace(os.sep, "/")
+
+
+def shown_within(root: Path, rel: str, prefix: str | None) -> bool:
+    """Whether the store file ``rel`` may be shown to a caller confined to ``prefix``: the
+    file it really is, every symlink followed, lies under ``prefix`` too (not only its name).
+
+    Confinement applies to what a result shows: ``episodes/peek.md`` linked to
+    ``wiki/secret.md`` shows the wiki's text, so it is outside ``episodes/``.
+    """
+    if not prefix:
+        return True
+    real = real_rel(os.path.realpath(root), os.path.join(root, rel))
+    return real is not None and real.startswith(prefix.lstrip("/"))
+
+
+def links_out(root: Path, prefix: str) -> list[str]:
+    """The paths under ``prefix`` (by name) that lead out of it: each symlink, to a file or a
+    folder, whose target is not under ``prefix``; a folder ends in ``/``.
+
+    One ``scandir`` walk of the prefix's folders (a symlink is known from the entry, without
+    a ``stat``); symlinked folders are not entered. When the prefix's own folder is reached
+    through a symlink, the prefix itself is returned: all of it leads out.
+    """
+    prefix = prefix.lstrip("/")
+    real_root = os.path.realpath(root)
+    folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+    start = os.path.join(root, folder) if folder else os.fspath(root)
+    if folder and not os.path.isdir(start):
+        return []
+    if folder and real_rel(real_root, start) != folder:
+        return [folder + "/"]
+    out: list[str] = []
+    stack = [(folder + "/" if folder else "", start)]
+    while stack:
+        here, directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = here + entry.name
+            if not rel.startswith(prefix):
+                continue  # beside the prefix in its folder ("episodes/x" for "episodes/e")
+            if entry.is_symlink():
+                real = real_rel(real_root, entry.path)
+                folder_link = os.path.isdir(entry.path)
+                shown = real is not None and (real + "/" * folder_link).startswith(prefix)
+                if not shown:
+                    out.append(rel + "/" * folder_link)
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append((rel + "/", entry.path))
+    return out
+
+
+def through_symlinks(root: Path, rels: Iterable[str]) -> set[str]:
+    """The paths among ``rels`` with a symlink (or a component that cannot be checked) below
+    ``root``; each folder is looked at once, so paths that share folders cost one ``lstat``
+    each."""
+    folders: dict[str, bool] = {}
+    out: set[str] = set()
+    for rel in rels:
+        parts = rel.split("/")
+        current = ""
+        linked = False
+        for depth, part in enumerate(parts):
+            current = f"{current}/{part}" if current else part
+            last = depth == len(parts) - 1
+            if not last and current in folders:
+                linked = folders[current]
+            else:
+                linked = _is_link(os.path.join(root, current))
+                if not last:
+                    folders[current] = linked
+            if linked:
+                break
+        if linked:
+            out.add(rel)
+    return out
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: treat it as one
+
+
 def readable(real_root: str, path: str) -> bool:
     """Whether a walk of the store may read ``path``: a regular file (a pipe would block the
     reader for ever), ``inside`` the store (see :func:`inside`)."""

@@ -108,6 +108,10 @@ class RetrievalVerbs:
 
         def _limit(self, limit: int | None) -> int: ...
 
+        def _leading_out(self, flt: Filters) -> Filters: ...
+
+        def _leaks(self, rels: list[str], flt: Filters) -> set[str]: ...
+
     def forget(
         self,
         path: str,
@@ -247,6 +251,25 @@ class RetrievalVerbs:
             where=where,
             include_superseded=include_superseded,
         )
+        hits = self._search(query, flt, limit, mode, progress)
+        if self._leaks([hit.path for hit in hits], flt):
+            # A symlink under the prefix shows a file outside it: rank again without every
+            # such path, so the limit is still filled (and check again: the index may lag).
+            flt = self._leading_out(flt)
+            hits = self._search(query, flt, limit, mode, progress)
+            leaks = self._leaks([hit.path for hit in hits], flt)
+            hits = [hit for hit in hits if hit.path not in leaks]
+        return hits
+
+    def _search(
+        self,
+        query: str,
+        flt: Filters,
+        limit: int | None,
+        mode: str | None,
+        progress: Progress | None,
+    ) -> list[Hit]:
+        """One ranking under ``flt``, in the mode asked for (see :meth:`search`)."""
         size = self._limit(limit)
         if not words(query):
             raise InvalidQuery("the query has no searchable words")

@@ -14,12 +14,12 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import coverage, links, paths, provenance, watch
+from . import coverage, links, paths, patterns, provenance, watch
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, InvalidInput, InvalidQuery, NotFound
 from .frontmatter import json_value
@@ -388,6 +388,29 @@ class StoreVerbs:
             include_superseded=include_superseded,
         )
 
+    def _leading_out(self, flt: Filters) -> Filters:
+        """``flt`` leaving out what leads out of its path prefix through a symlink.
+
+        A path prefix confines what a result shows, not only the path it names (a token's
+        prefix arrives here as one): a file whose real path is outside the prefix is no
+        result. Costs a walk of the prefix's folders; nothing without a prefix.
+        """
+        if not flt.path_prefix:
+            return flt
+        out = paths.links_out(self.store.root, flt.path_prefix)
+        return replace(flt, exclude=(*flt.exclude, *out)) if out else flt
+
+    def _leaks(self, rels: list[str], flt: Filters) -> set[str]:
+        """The results among ``rels`` whose real file lies outside ``flt``'s path prefix.
+
+        Only paths through a symlink can (one ``lstat`` each, folders looked at once).
+        """
+        if not flt.path_prefix:
+            return set()
+        root = self.store.root
+        linked = paths.through_symlinks(root, rels)
+        return {rel for rel in linked if not paths.shown_within(root, rel, flt.path_prefix)}
+
     def keyword_search(
         self, query: str, *, limit: int | None = None, filters: Filters | None = None
     ) -> list[Hit]:
@@ -415,43 +438,52 @@ class StoreVerbs:
 
         Patterns are run by the ``regex`` module (the syntax of Python's ``re``) with a
         time limit: a pattern that backtracks without end ("(a+)+$") stops after
-        ``GREP_SECONDS`` in all with ``invalid_query``, instead of holding a server.
+        ``GREP_SECONDS`` in all with ``invalid_query``, instead of holding a server. What
+        would take memory without a bound is refused first (:func:`memdir.patterns.check`:
+        recursion, huge counts, long patterns), and a long line is searched in windows of
+        ``GREP_WINDOW`` characters, since the engine's stack grows with the text it is given.
         """
         import regex
 
         if limit < 1:
             raise InvalidInput(f"limit must be at least 1, got {limit}")
+        patterns.check(pattern)
         try:
             compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
         except (regex.error, OverflowError, RecursionError, ValueError) as exc:
             raise InvalidQuery(f"invalid regular expression {pattern!r}: {exc}") from None
+        except MemoryError:
+            raise InvalidQuery(f"the regular expression {pattern!r} is too large") from None
         self.sync()
         flt = self.filters(path_prefix=path_prefix, include_superseded=include_superseded)
         condition, params = flt.sql()
-        rows = self.index.conn.execute(
-            f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
-        )
+        # All the paths first: a cursor left open by an error would hold its read snapshot,
+        # and this thread's next write would fail with "database is locked".
+        rels = [
+            rel
+            for (rel,) in self.index.conn.execute(
+                f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
+            )
+        ]
         real_root = os.path.realpath(self.store.root)
         deadline = time.monotonic() + GREP_SECONDS
         hits: list[GrepHit] = []
-        for (rel,) in rows:
+        confined = (path_prefix or "").lstrip("/")
+        for rel in rels:
             target = self.store.root / rel
-            if not paths.inside(real_root, os.fspath(target)):
+            real = paths.real_rel(real_root, os.fspath(target))
+            if real is None:
                 continue  # a symlink out of the store (an index older than that rule)
+            if not real.startswith(confined):
+                continue  # a symlink under the prefix to a file outside it shows that file
             try:
                 text = target.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
             for number, line in enumerate(text.splitlines(), start=1):
-                try:
-                    found = compiled.search(line, timeout=max(deadline - time.monotonic(), 0))
-                except TimeoutError:
-                    raise InvalidQuery(
-                        f"the regular expression {pattern!r} took longer than {GREP_SECONDS:g} s "
-                        "(it backtracks too much); simplify it"
-                    ) from None
-                if found:
-                    hits.append(GrepHit(rel, number, _around(line, found.start(), found.end())))
+                span = _grep_line(compiled, pattern, line, deadline)
+                if span is not None:
+                    hits.append(GrepHit(rel, number, _around(line, *span)))
                     if len(hits) >= limit:
                         return hits
         return hits
@@ -459,9 +491,14 @@ class StoreVerbs:
     def ls(
         self, prefix: str | None = None, *, include_superseded: bool = False
     ) -> list[dict[str, Any]]:
-        """The visible documents under ``prefix``, in walk order."""
+        """The visible documents under ``prefix``, in walk order.
+
+        A symlink under ``prefix`` whose file or folder lies outside it is not listed: its
+        title and size are the other file's (:func:`memdir.paths.links_out`).
+        """
         self.sync()
         flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
+        flt = self._leading_out(flt)
         condition, params = flt.sql()
         from .index.search import present
 
@@ -570,6 +607,38 @@ def _generated_router(norm: str) -> bool:
 
 # A grep stops with invalid_query after this long (a pattern that backtracks without end).
 GREP_SECONDS = 5.0
+# A longer line is searched in windows this long, each overlapping the one before by
+# GREP_OVERLAP: the engine's stack grows with its text ("(a)+c" took 377 MB over one line of
+# 4 million characters), so a window bounds what one search can take.
+GREP_WINDOW = 65_536
+GREP_OVERLAP = 4_096
+
+
+def _grep_line(compiled: Any, pattern: str, line: str, deadline: float) -> tuple[int, int] | None:
+    """Where ``compiled`` first matches ``line`` (searched window by window), or None."""
+    start = 0
+    while True:
+        end = min(start + GREP_WINDOW, len(line))
+        try:
+            found = compiled.search(line, start, end, timeout=max(deadline - time.monotonic(), 0))
+        except TimeoutError:
+            raise InvalidQuery(
+                f"the regular expression {pattern!r} took longer than {GREP_SECONDS:g} s "
+                "(it backtracks too much); simplify it"
+            ) from None
+        except MemoryError:
+            raise InvalidQuery(
+                f"the regular expression {pattern!r} needs too much memory; simplify it"
+            ) from None
+        # A match that ends where a window is cut may be the cut's doing ("$" matches there):
+        # the next window, which overlaps this one, decides.
+        if found and (end == len(line) or found.end() < end):
+            return found.start(), found.end()
+        if end == len(line):
+            return None
+        start = end - GREP_OVERLAP
+
+
 GREP_LINE_CHARS = 1000  # a longer matching line is cut to this much around its match
 
 

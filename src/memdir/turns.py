@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import frontmatter
+from . import frontmatter, paths
 from .errors import InvalidDocument, InvalidInput, NotFound
 from .ids import id_time_ms, new_id
 from .text import bad_char, unicode_text
@@ -590,18 +590,31 @@ class TurnVerbs:
 
     def turn_show(self, turn_id: str) -> TurnRecord:
         """The record of a turn."""
-        rel = turn_path(turn_id)
-        if not self.store.exists(rel):
-            raise NotFound(f"no such turn: {turn_id}")
+        rel = self._turn_file(turn_id)
         return parse_turn(self.store.read_text(rel))
 
     def turn_worklog(self, turn_id: str) -> bytes:
         """The raw work log of a turn, byte for byte as recorded (b"" when it had none)."""
+        self._turn_file(turn_id)
+        side = worklog_path(turn_id)
+        if not self.store.exists(side):
+            return b""
+        if self.store.resolve(side)[0] != side:
+            raise NotFound(f"the work log of turn {turn_id} is a symlink to another file")
+        return self.store.read_bytes(side)
+
+    def _turn_file(self, turn_id: str) -> str:
+        """The record's path, when a file is there in its own name.
+
+        A caller is allowed a turn by its path (a token's prefix); a symlink there would
+        show another file, which may lie outside that prefix, so it is no turn record.
+        """
         rel = turn_path(turn_id)
         if not self.store.exists(rel):
             raise NotFound(f"no such turn: {turn_id}")
-        side = worklog_path(turn_id)
-        return self.store.read_bytes(side) if self.store.exists(side) else b""
+        if self.store.resolve(rel)[0] != rel:
+            raise NotFound(f"no such turn: {turn_id} (its path is a symlink to another file)")
+        return rel
 
     def _walk(self, start: str, depth: int, limit: int, up: bool) -> list[DagNode]:
         """The turns ``depth`` steps around ``start``, nearest first; never reads a file.
@@ -738,14 +751,14 @@ class TurnVerbs:
         _in_range("depth", depth, MAX_WALK_DEPTH)
         _in_range("limit", limit, MAX_WALK_LIMIT)
         self.sync()
-        return self._walk(turn_id, depth, limit, up=True)
+        return self._own_files(self._walk(turn_id, depth, limit, up=True))
 
     def descendants(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
         """Turns that name this turn as a parent, directly or through others, nearest first."""
         _in_range("depth", depth, MAX_WALK_DEPTH)
         _in_range("limit", limit, MAX_WALK_LIMIT)
         self.sync()
-        return self._walk(turn_id, depth, limit, up=False)
+        return self._own_files(self._walk(turn_id, depth, limit, up=False))
 
     def thread(self, thread: str, last: int = 20) -> list[DagNode]:
         """The latest ``last`` turns of a thread, newest first."""
@@ -758,17 +771,25 @@ class TurnVerbs:
             "ORDER BY created DESC, episode_id DESC LIMIT ?",
             (thread, last),
         ).fetchall()
-        return [
-            DagNode(
-                r["episode_id"],
-                r["path"],
-                0,
-                r["thread"] or "",
-                r["user"] or "",
-                r["created"] or "",
-            )
-            for r in rows
-        ]
+        return self._own_files(
+            [
+                DagNode(
+                    r["episode_id"],
+                    r["path"],
+                    0,
+                    r["thread"] or "",
+                    r["user"] or "",
+                    r["created"] or "",
+                )
+                for r in rows
+            ]
+        )
+
+    def _own_files(self, nodes: list[DagNode]) -> list[DagNode]:
+        """``nodes`` without the turns whose path is a symlink: as for ``turn_show``, what
+        a caller is allowed by path must not show another file's thread, user or time."""
+        linked = paths.through_symlinks(self.store.root, [n.path for n in nodes])
+        return [n for n in nodes if n.path not in linked] if linked else nodes
 
     def sync_worklogs(self) -> int:
         """Bring the work-log full-text table in step with the turn rows; returns rows added.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from dataclasses import asdict, dataclass, field
@@ -93,6 +94,9 @@ class Filters:
     type: str | None = None
     where: tuple[tuple[str, Any], ...] = ()
     include_superseded: bool = False
+    # Paths left out, a folder ending in "/" with all below it: what leads out of the path
+    # prefix through a symlink (memdir.paths.links_out).
+    exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for key, value in self.where:
@@ -113,6 +117,13 @@ class Filters:
             prefix = self.path_prefix.lstrip("/")
             parts.append(f"substr({alias}.path, 1, ?) = ?")
             params += [len(prefix), prefix]
+        if self.exclude:
+            parts.append(
+                f"NOT EXISTS (SELECT 1 FROM json_each(?) x WHERE x.value = {alias}.path "
+                f"OR (substr(x.value, -1) = '/' AND substr({alias}.path, 1, length(x.value)) "
+                "= x.value))"
+            )
+            params.append(json.dumps(list(self.exclude)))
         if self.kind:
             parts.append(f"lower({alias}.memory_kind) = lower(?)")
             params.append(self.kind)
