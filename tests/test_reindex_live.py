@@ -6,10 +6,21 @@ so readers in this process and in others keep answering from the old index until
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import httpx
+
+from conftest import run_cli
+from http_server import live_server
+from memdir import watch
+from memdir.index import Index
+from memdir.index.search import Filters, bm25
 from memdir.service import Memory
 
 DOCS = 40
@@ -20,6 +31,7 @@ def fill(mem: Memory, count: int = DOCS) -> list[str]:
     paths = [f"notes/n{n:03d}.md" for n in range(count)]
     for n, path in enumerate(paths):
         mem.write(path, f"# Note {n}\n\ncommon word, and token{n} alone.\n")
+    mem.sync(force=True)
     return paths
 
 
@@ -77,3 +89,182 @@ def test_readers_in_threads_never_fail_during_full_rebuilds(mem: Memory) -> None
     assert errors == []
     assert rebuilds >= 2 and reads >= 10
     assert mem.doctor().ok
+
+
+def test_rebuilds_at_once_take_turns(mem: Memory) -> None:
+    paths = fill(mem)
+    count = mem.index.conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+    results: list[int] = []
+    errors: list[str] = []
+
+    def rebuild() -> None:
+        try:
+            results.append(mem.reindex(full=True).added)
+        except Exception as exc:
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    workers = [threading.Thread(target=rebuild) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert errors == [] and results == [count] * 3
+    assert [row["path"] for row in mem.ls("notes")] == paths
+    assert mem.doctor().ok
+
+
+def test_a_rebuild_keeps_document_ids_and_moves_the_counters_on(mem: Memory) -> None:
+    """A reader holding ids from before the commit finds the same documents after it, and
+    no cache keyed on the generation or a postings sequence matches the new index."""
+    fill(mem)
+    conn = mem.index.conn
+    ids = dict(conn.execute("SELECT path, id FROM docs").fetchall())
+    counters = ("generation", "fts_seq")
+    before = {k: int(mem.index.meta(k) or 0) for k in counters}
+    (mem.root / "notes" / "n005.md").unlink()
+    (mem.root / "notes" / "new.md").write_text("# New\n\ncommon and fresh.\n")
+    mem.reindex(full=True)
+    after = dict(conn.execute("SELECT path, id FROM docs").fetchall())
+    assert {p: after[p] for p in after if p in ids} == {p: ids[p] for p in ids if p in after}
+    assert "notes/n005.md" not in after and after["notes/new.md"] > max(ids.values())
+    assert all(int(mem.index.meta(k) or 0) > before[k] for k in counters)
+
+
+def test_a_rebuild_keeps_the_vectors_and_embeds_nothing_again(toy: None, store_root: Path) -> None:
+    with Memory.open(store_root, overrides={"embeddings": {"provider": "letters"}}) as mem:
+        fill(mem, 8)
+        first = mem.embed()
+        assert first.embedded > 0
+        kept = mem.index.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        found = [(h.path, h.score) for h in mem.search("note word", mode="vector", limit=5)]
+        mem.reindex(full=True)
+        assert mem.index.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+        again = mem.embed()
+        assert again.embedded == 0 and again.cache_hits == first.embedded
+        assert mem.index.conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == kept
+        assert [(h.path, h.score) for h in mem.search("note word", mode="vector", limit=5)] == found
+
+
+def http_read_round(client: httpx.Client, paths: list[str], n: int) -> None:
+    """One reader's round over HTTP: every answer whole, as :func:`read_round` asks."""
+    hits = client.get("/v1/search", params={"q": "common", "mode": "bm25", "limit": 100})
+    assert hits.status_code == 200, hits.text
+    assert sorted(h["path"] for h in hits.json()) == paths
+    listed = client.get("/v1/ls", params={"prefix": "notes"})
+    assert listed.status_code == 200, listed.text
+    assert [row["path"] for row in listed.json()] == paths
+    one = paths[n % len(paths)]
+    read = client.get(f"/v1/files/{one}")
+    assert read.status_code == 200 and f"token{n % len(paths)} alone" in read.json()["content"]
+
+
+def http_readers(url: str, paths: list[str]) -> Callable[[int], None]:
+    """A reader for :func:`under_rebuilds`: each thread keeps its own client."""
+    local = threading.local()
+
+    def reader(n: int) -> None:
+        if not hasattr(local, "client"):
+            local.client = httpx.Client(base_url=url, timeout=60)
+        http_read_round(local.client, paths, n)
+
+    return reader
+
+
+def test_http_readers_never_fail_while_the_server_rebuilds(store_root: Path) -> None:
+    with live_server(store_root, mcp=False) as live:
+        assert live.mem.start_watcher()
+        paths = fill(live.mem)
+        admin = live.client()
+
+        def rebuild() -> None:
+            done = admin.post("/v1/reindex", json={"full": True})
+            assert done.status_code == 200 and done.json()["added"] >= len(paths), done.text
+            # a hand edit during the rebuilds reaches the index through the watcher
+            (store_root / "hand.md").write_text(f"# Hand\n\nedited by hand {time.time_ns()}\n")
+
+        reads, rebuilds, errors = under_rebuilds(rebuild, http_readers(live.url, paths), 2, 3.0)
+        assert errors == []
+        assert rebuilds >= 2 and reads >= 10
+        assert watch.running(store_root), "the watcher stopped"
+        stamp = (store_root / "hand.md").read_text().split()[-1]
+        deadline = time.monotonic() + 10
+        while not admin.get("/v1/search", params={"q": stamp, "mode": "bm25"}).json():
+            assert time.monotonic() < deadline, "the hand edit never reached the index"
+            time.sleep(0.05)
+        assert admin.get("/v1/doctor").json()["ok"]
+
+
+def test_cli_rebuilds_beside_a_serving_process(store_root: Path) -> None:
+    """Two processes: `memdir reindex --full` in a loop while a server answers readers."""
+    with live_server(store_root, mcp=False) as live:
+        paths = fill(live.mem)
+
+        def rebuild() -> None:
+            done = run_cli("--root", str(store_root), "reindex", "--full")
+            assert done.returncode == 0, done.stderr.decode()
+
+        reads, rebuilds, errors = under_rebuilds(rebuild, http_readers(live.url, paths), 2, 3.0)
+        assert errors == []
+        assert rebuilds >= 1 and reads >= 10
+        # what the server writes after the rebuilds reaches the index the CLI reads
+        put = live.client().put("/v1/files/notes/after.md", json={"content": "# After\n"})
+        assert put.status_code == 201, put.text
+        doctor = run_cli("--root", str(store_root), "doctor")
+        assert doctor.returncode == 0, doctor.stdout.decode()
+
+
+KILLED_REBUILD = """
+import os, signal, sys
+from pathlib import Path
+
+import memdir.index as index
+from memdir.service import Memory
+
+real, seen = index.analyze, [0]
+
+
+def analyze(*args, **kwargs):
+    seen[0] += 1
+    if seen[0] == int(sys.argv[2]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+
+
+index.analyze = analyze
+with Memory.open(Path(sys.argv[1])) as mem:
+    mem.reindex(full=True)
+"""
+
+
+def test_a_rebuild_killed_midway_leaves_the_old_index(store_root: Path) -> None:
+    folder = store_root / "bulk"
+    folder.mkdir()
+    for n in range(1500):
+        (folder / f"b{n:04d}.md").write_text(f"# B{n}\n\ncommon bulk row {n}\n")
+    with Memory.open(store_root) as mem:
+        mem.sync(force=True)
+        conn = mem.index.conn
+        count = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+        schema = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        generation = mem.index.generation
+    # killed after 1200 files: past the first batch of 1000 a sync commits on its own
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED_REBUILD, str(store_root), "1200"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    index = Index(store_root)  # read as it is, without a sync
+    try:
+        conn = index.conn
+        assert conn.execute("SELECT count(*) FROM docs").fetchone()[0] == count
+        assert conn.execute("SELECT count(*) FROM docs_fts").fetchone()[0] == count
+        assert (
+            conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+            == schema
+        )
+        assert index.generation == generation
+        assert len(bm25(conn, "bulk", Filters(), 2000)) == 1500
+    finally:
+        index.close()
