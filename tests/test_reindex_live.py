@@ -130,19 +130,26 @@ def test_a_rebuild_keeps_document_ids_and_moves_the_counters_on(mem: Memory) -> 
     assert all(int(mem.index.meta(k) or 0) > before[k] for k in counters)
 
 
-def test_a_rebuild_keeps_the_vectors_and_embeds_nothing_again(toy: None, store_root: Path) -> None:
+def test_a_rebuild_keeps_the_vector_side_and_embeds_nothing_again(
+    toy: None, store_root: Path
+) -> None:
     with Memory.open(store_root, overrides={"embeddings": {"provider": "letters"}}) as mem:
         fill(mem, 8)
-        first = mem.embed()
-        assert first.embedded > 0
-        kept = mem.index.conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-        found = [(h.path, h.score) for h in mem.search("note word", mode="vector", limit=5)]
+        assert mem.embed().embedded > 0
+        conn = mem.index.conn
+        tables = ("vectors", "chunks", "embedded", "passages_fts", "passage_links")
+        counts = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+        found = [(h.path, h.score) for h in mem.search("note word", mode="hybrid", limit=5)]
         mem.reindex(full=True)
-        assert mem.index.conn.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+        assert {
+            t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables
+        } == counts
+        assert [(h.path, h.score) for h in mem.search("note word", mode="hybrid", limit=5)] == found
+        assert mem.embed().documents == 0
+        (mem.root / "notes" / "n002.md").write_text("# Note 2\n\nnow about something else\n")
+        mem.reindex(full=True)
         again = mem.embed()
-        assert again.embedded == 0 and again.cache_hits == first.embedded
-        assert mem.index.conn.execute("SELECT count(*) FROM vectors").fetchone()[0] == kept
-        assert [(h.path, h.score) for h in mem.search("note word", mode="vector", limit=5)] == found
+        assert again.documents == 1 and again.embedded > 0  # only the note that changed
 
 
 def http_read_round(client: httpx.Client, paths: list[str], n: int) -> None:

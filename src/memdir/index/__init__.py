@@ -508,9 +508,19 @@ class Index:
 # The meta counters caches key on; a rebuild keeps them and moves them on.
 COUNTERS = ("generation", postings.DOCS.seq_key, postings.PASSAGES.seq_key)
 
-# What a rebuild keeps (see _clear).
-_KEPT_TABLES = ("migrations", "vectors")
-_KEPT_META = (*COUNTERS, "vectors_model")
+# What a rebuild keeps (see _clear): the schema, and the vector side of the index, whose
+# tables memdir.vectors makes and keeps in step (keyed by document id and content hash).
+_KEPT_TABLES = (
+    "migrations",
+    "vectors",
+    "chunks",
+    "embedded",
+    "passages_fts",
+    "passage_links",
+    "threads_fts",
+    "thread_rows",
+)
+_KEPT_META = (*COUNTERS, "vectors_model", "passages_version")
 
 # The storage of an FTS5 table, dropped with it.
 _FTS5_SHADOWS = ("data", "idx", "content", "docsize", "config")
@@ -519,13 +529,14 @@ _USING_FTS5 = re.compile(r"\sUSING\s+fts5\s*\(", re.IGNORECASE)
 
 
 def _clear(conn: sqlite3.Connection) -> None:
-    """Empty every derived table (in the caller's transaction), keeping the counters.
+    """Empty the tables derived from the files (in the caller's transaction).
 
     An FTS5 table is dropped and made again (deleting its rows one by one costs as much
-    as adding them); other virtual tables (fts5vocab) hold nothing; ``migrations``
-    describes the schema, which stays. So do the vectors, with the model they came from:
-    they are keyed by model and text hash, not by document, so they cannot be stale, and
-    the documents chunked again find them instead of being embedded again.
+    as adding them); other virtual tables (fts5vocab) hold nothing. The counters stay
+    (the caller moves them on), and so does the vector side: it is keyed by document id
+    and content hash, a rebuild keeps each path's id, so the next vector sync brings it
+    in step as after any sync (re-embedding only what changed), and hybrid search keeps
+    its whole answer across the commit. ``memdir reindex --vectors`` rebuilds that side.
     """
     tables = conn.execute(
         "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
@@ -534,8 +545,9 @@ def _clear(conn: sqlite3.Connection) -> None:
     fts5 = {name: sql for name, sql in virtual.items() if _USING_FTS5.search(sql)}
     shadows = {f"{n}_{suffix}" for n in fts5 for suffix in _FTS5_SHADOWS}
     for name, sql in fts5.items():
-        conn.execute(f'DROP TABLE "{name}"')
-        conn.execute(sql)
+        if name not in _KEPT_TABLES:
+            conn.execute(f'DROP TABLE "{name}"')
+            conn.execute(sql)
     for name, _sql in tables:
         if name in virtual or name in shadows or name in _KEPT_TABLES:
             continue
