@@ -434,17 +434,19 @@ class Index:
         return len(deleted)
 
     def rebuild(self) -> SyncStats:
-        """Drop every derived row and index all files again, in one write transaction.
+        """Index every file again from nothing, in one write transaction on the live index.
 
         Readers, in this process and in others, answer from the old index until the
         transaction commits (WAL gives each read a snapshot), and then from the new one:
         no connection is closed and no file replaced under them. A rebuild killed midway
         leaves the old index (SQLite rolls the transaction back); two rebuilds, or a
-        rebuild and a write, take turns on the write lock. Each path keeps its document
-        id, so a reader holding ids from before the commit finds the same documents
-        after it, and the counters caches key on (the generation, the postings
-        sequences) go on upwards: nothing computed from the old index matches the new.
+        rebuild and a write, take turns on the write lock, so writes wait for the commit.
+        Each path keeps its document id, so a reader holding ids from before the commit
+        finds the same documents after it and the vector side stays (see :func:`_clear`);
+        the counters caches key on (the generation, the postings sequences) go on
+        upwards, so nothing computed from the old index matches the new one.
         """
+        started = time.perf_counter()
         with self.transaction() as conn:
             rows = conn.execute("SELECT path, id FROM docs").fetchall()
             kept = {str(path): int(doc_id) for path, doc_id in rows}
@@ -471,6 +473,7 @@ class Index:
                     (key,),
                 )
         self._checkpoint()
+        stats.seconds = time.perf_counter() - started  # the whole rebuild, not its sync
         return stats
 
     # -- verification -----------------------------------------------------------------
