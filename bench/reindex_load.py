@@ -8,6 +8,7 @@ Prints requests, errors, rebuilds done and the readers' p50 and p95; exits 1 on 
 or when the server died.
 
     .venv/bin/python bench/reindex_load.py --seconds 60 --readers 4 --docs 2000
+    .venv/bin/python bench/reindex_load.py --seconds 60 --readers 4 --docs 2000 --no-rebuild
 
 :func:`run_round` is one round against a server already running; the fault suite calls it.
 """
@@ -198,12 +199,14 @@ class Reader(threading.Thread):
         return None if got == [self.paths[k]] else f"grep token{k}: {got}"
 
 
-def run_round(url: str, paths: list[str], *, seconds: float, readers: int) -> Round:
+def run_round(
+    url: str, paths: list[str], *, seconds: float, readers: int, rebuild: bool = True
+) -> Round:
     """``readers`` checking readers against the server at ``url`` while full rebuilds loop.
 
     ``paths`` are every document under ``notes/``, sorted, each holding ``token<n> alone``
     (:func:`make_store`). A failed or short answer is an error of the round; so is a
-    rebuild that fails.
+    rebuild that fails. Without ``rebuild`` the readers run alone (the baseline).
     """
     out = Round()
     stop = threading.Event()
@@ -212,7 +215,7 @@ def run_round(url: str, paths: list[str], *, seconds: float, readers: int) -> Ro
     for thread in threads:
         thread.start()
     with httpx.Client(base_url=url, timeout=600) as admin:
-        while time.perf_counter() - started < seconds:
+        while rebuild and time.perf_counter() - started < seconds:
             began = time.perf_counter()
             try:
                 r = admin.post("/v1/reindex", json={"full": True})
@@ -227,6 +230,7 @@ def run_round(url: str, paths: list[str], *, seconds: float, readers: int) -> Ro
                     break
             else:
                 out.rebuilds += 1
+        time.sleep(max(0.0, seconds - (time.perf_counter() - started)))
     stop.set()
     for thread in threads:
         thread.join(timeout=120)
@@ -241,6 +245,9 @@ def main() -> int:
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--root", type=Path, help="where to build the store (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument(
+        "--no-rebuild", action="store_true", help="the readers alone, as a baseline"
+    )
     args = parser.parse_args()
 
     tmp = tempfile.TemporaryDirectory(prefix="memdir-reindex-")
@@ -251,7 +258,9 @@ def main() -> int:
     proc = start_server(root, port, log)
     url = f"http://127.0.0.1:{port}"
     try:
-        result = run_round(url, paths, seconds=args.seconds, readers=args.readers)
+        result = run_round(
+            url, paths, seconds=args.seconds, readers=args.readers, rebuild=not args.no_rebuild
+        )
         alive = proc.poll() is None
         from memdir import watch
 
