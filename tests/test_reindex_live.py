@@ -7,6 +7,7 @@ so readers in this process and in others keep answering from the old index until
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -15,11 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from conftest import run_cli
 from http_server import live_server
 from memdir import watch
-from memdir.index import Index
+from memdir.errors import IndexBusy
+from memdir.index import Index, db
 from memdir.index.search import Filters, bm25
 from memdir.service import Memory
 
@@ -275,3 +278,29 @@ def test_a_rebuild_killed_midway_leaves_the_old_index(store_root: Path) -> None:
         assert len(bm25(conn, "bulk", Filters(), 2000)) == 1500
     finally:
         index.close()
+
+
+def test_a_writer_kept_waiting_by_another_process_gets_index_busy(
+    store_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's rebuild holds the write lock from start to end; a writer that
+    waits longer than the busy timeout gets a clear error, and the file still reaches the
+    index at the next sync."""
+    monkeypatch.setattr(db, "BUSY_SECONDS", 0.3)
+    with live_server(store_root, mcp=False) as live:
+        fill(live.mem, 2)
+        other = sqlite3.connect(store_root / ".memdir" / "index.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # what a rebuild in another process holds
+        try:
+            with pytest.raises(IndexBusy, match="write lock of the index"):
+                live.mem.write("notes/late.md", "# Late\n\nlate arrival\n")
+            put = live.client().put("/v1/files/notes/later.md", json={"content": "# Later\n"})
+            assert put.status_code == 503 and put.json()["error"]["code"] == "index_busy"
+            report = live.client().get("/v1/memory/report")
+            assert report.status_code == 503  # its sync finds the new files: it must write
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert (store_root / "notes" / "late.md").is_file()
+        assert [h.path for h in live.mem.search("late arrival", mode="bm25")] == ["notes/late.md"]
+        assert live.mem.doctor().ok

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import coverage, links, paths, provenance, watch
 from .engine.verbs import EngineVerbs
-from .errors import ConfigError, InvalidInput, InvalidQuery, NotFound
+from .errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
 from .index import Difference, Index, SyncStats
 from .index.search import Filters, Hit, bm25
 from .retrieval import RetrievalVerbs
@@ -525,8 +525,8 @@ class StoreVerbs:
                 with self.index.transaction() as conn:
                     if self.index.generation == generation:
                         self.index.set_meta(conn, key, entry.dumps())
-            except sqlite3.Error:
-                pass  # a read-only index: serve without caching
+            except (sqlite3.Error, IndexBusy):
+                pass  # a read-only index, or one another process rebuilds: serve uncached
         return entry.at(when)
 
     # -- index maintenance --------------------------------------------------------------

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..coverage import FileFacts
+from ..errors import IndexBusy
 from ..paths import inside
-from . import postings
+from . import db, postings
 from .db import connect
 from .documents import DocRow, analyze
 from .scan import changes, scan
@@ -119,7 +120,7 @@ class Index:
                 with self._savepoint(conn):
                     yield conn
                 return
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin(conn)
             self._local.writing = True
             try:
                 yield conn
@@ -129,6 +130,18 @@ class Index:
             finally:
                 self._local.writing = False
             conn.execute("COMMIT")
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            raise IndexBusy(
+                f"another process held the write lock of the index {self.path} for over "
+                f"{db.BUSY_SECONDS:g} s (a full rebuild of a large store can); this change "
+                "did not reach the index, and the next sync brings it in step"
+            ) from None
 
     @staticmethod
     @contextmanager
