@@ -38,6 +38,13 @@ def fill(mem: Memory, count: int = DOCS) -> list[str]:
     return paths
 
 
+def bulk(root: Path, count: int) -> None:
+    folder = root / "bulk"
+    folder.mkdir()
+    for n in range(count):
+        (folder / f"b{n:04d}.md").write_text(f"# B{n}\n\nplenty bulk row {n}\n")
+
+
 def read_round(mem: Memory, paths: list[str], n: int) -> None:
     """One reader's round: every answer must be the whole answer."""
     hits = mem.search("common", mode="bm25", limit=100)
@@ -247,10 +254,7 @@ with Memory.open(Path(sys.argv[1])) as mem:
 
 
 def test_a_rebuild_killed_midway_leaves_the_old_index(store_root: Path) -> None:
-    folder = store_root / "bulk"
-    folder.mkdir()
-    for n in range(1500):
-        (folder / f"b{n:04d}.md").write_text(f"# B{n}\n\ncommon bulk row {n}\n")
+    bulk(store_root, 1500)
     with Memory.open(store_root) as mem:
         mem.sync(force=True)
         conn = mem.index.conn
@@ -304,3 +308,85 @@ def test_a_writer_kept_waiting_by_another_process_gets_index_busy(
         assert (store_root / "notes" / "late.md").is_file()
         assert [h.path for h in live.mem.search("late arrival", mode="bm25")] == ["notes/late.md"]
         assert live.mem.doctor().ok
+
+
+def test_a_verb_answers_at_once_while_this_process_rebuilds(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand edit during a rebuild does not make readers wait for the commit."""
+    import memdir.index as index_module
+
+    bulk(mem.root, 300)
+    paths = fill(mem)
+    paused, resume = threading.Event(), threading.Event()
+    real = index_module.analyze
+
+    def analyze(rel: str, *args: object, **kwargs: object) -> object:
+        if rel == "bulk/b0150.md":
+            paused.set()
+            resume.wait(30)
+        return real(rel, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(index_module, "analyze", analyze)
+    rebuild = threading.Thread(target=mem.reindex, kwargs={"full": True})
+    rebuild.start()
+    try:
+        assert paused.wait(30)
+        assert mem.index.rebuilding()
+        (mem.root / "notes" / "n001.md").write_text("# Note 1\n\nedited by hand mid-rebuild\n")
+        reader = threading.Thread(target=read_round, args=(mem, paths, 3))
+        started = time.monotonic()
+        reader.start()
+        reader.join(timeout=10)
+        assert not reader.is_alive() and time.monotonic() - started < 5
+    finally:
+        resume.set()
+        rebuild.join(timeout=60)
+    assert not mem.index.rebuilding()
+    assert [h.path for h in mem.search("mid-rebuild", mode="bm25")] == ["notes/n001.md"]
+
+
+PAUSED_REBUILD = """
+import sys, time
+from pathlib import Path
+
+import memdir.index as index
+from memdir.service import Memory
+
+real = index.analyze
+
+
+def analyze(rel, *args, **kwargs):
+    if rel == "bulk/b0150.md":
+        Path(sys.argv[2]).write_text("paused")
+        time.sleep(float(sys.argv[3]))
+    return real(rel, *args, **kwargs)
+
+
+index.analyze = analyze
+with Memory.open(Path(sys.argv[1])) as mem:
+    mem.reindex(full=True)
+"""
+
+
+def test_a_verb_answers_at_once_while_another_process_rebuilds(store_root: Path) -> None:
+    bulk(store_root, 300)
+    marker = store_root.parent / "paused"
+    with Memory.open(store_root) as mem:
+        paths = fill(mem)
+        child = subprocess.Popen(
+            [sys.executable, "-c", PAUSED_REBUILD, str(store_root), str(marker), "4"]
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not marker.exists():
+                assert time.monotonic() < deadline and child.poll() is None
+                time.sleep(0.02)
+            assert mem.index.rebuilding()
+            (store_root / "notes" / "n001.md").write_text("# Note 1\n\nedited mid-rebuild\n")
+            started = time.monotonic()
+            read_round(mem, paths, 3)
+            assert time.monotonic() - started < 2  # the child holds the lock for 4 s
+        finally:
+            assert child.wait(timeout=60) == 0
+        assert [h.path for h in mem.search("mid-rebuild", mode="bm25")] == ["notes/n001.md"]

@@ -133,6 +133,11 @@ class StoreVerbs:
         """Bring the index in step with the files (cheap when nothing changed)."""
         if self._sync_held and not force:
             return SyncStats()
+        # While a full rebuild runs (here or in another process) a verb answers from the
+        # index as it stands instead of waiting for the commit to apply what it found
+        # changed: the rebuild reads every file, and the first sync after it catches up.
+        if self.index.rebuilding():
+            return SyncStats()
         # A running watcher (memdir.watch) brings the index in step for a round trip, so
         # it is always asked; the interval only spaces out the walks made without one.
         if watch.confirm(self.store.root):

@@ -8,6 +8,7 @@ only (:meth:`Index.sync_paths`).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -460,7 +461,7 @@ class Index:
         upwards, so nothing computed from the old index matches the new one.
         """
         started = time.perf_counter()
-        with self.transaction() as conn:
+        with self._rebuild_lock(), self.transaction() as conn:
             rows = conn.execute("SELECT path, id FROM docs").fetchall()
             kept = {str(path): int(doc_id) for path, doc_id in rows}
             # Bulk load: the secondary indexes are built once at the end (one sort each)
@@ -488,6 +489,38 @@ class Index:
         self._checkpoint()
         stats.seconds = time.perf_counter() - started  # the whole rebuild, not its sync
         return stats
+
+    def _rebuild_lock_path(self) -> Path:
+        return self.path.parent / "rebuild.lock"
+
+    @contextmanager
+    def _rebuild_lock(self) -> Iterator[None]:
+        """Hold the store's rebuild lock (an exclusive ``flock``) while rebuilding.
+
+        Rebuilds in other threads and processes wait for it; :meth:`rebuilding` tells
+        readers one runs.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._rebuild_lock_path(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock, as a process that dies does
+
+    def rebuilding(self) -> bool:
+        """True while a full rebuild runs, in another thread of this process or elsewhere."""
+        try:
+            fd = os.open(self._rebuild_lock_path(), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing releases a shared hold taken just now
+        return False
 
     # -- verification -----------------------------------------------------------------
 
