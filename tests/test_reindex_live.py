@@ -390,3 +390,19 @@ def test_a_verb_answers_at_once_while_another_process_rebuilds(store_root: Path)
         finally:
             assert child.wait(timeout=60) == 0
         assert [h.path for h in mem.search("mid-rebuild", mode="bm25")] == ["notes/n001.md"]
+
+
+def test_rebuilds_in_two_processes_at_once_take_turns(store_root: Path) -> None:
+    bulk(store_root, 1500)
+    with Memory.open(store_root) as mem:
+        mem.sync(force=True)
+        ids = dict(mem.index.conn.execute("SELECT path, id FROM docs").fetchall())
+    command = [sys.executable, "-m", "memdir", "--root", str(store_root), "reindex", "--full"]
+    children = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)]
+    children.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs = [child.communicate(timeout=120) for child in children]
+    assert [child.returncode for child in children] == [0, 0], [e.decode() for _, e in outs]
+    assert all(f"added {len(ids)}," in out.decode() for out, _ in outs)
+    with Memory.open(store_root) as mem:
+        assert dict(mem.index.conn.execute("SELECT path, id FROM docs").fetchall()) == ids
+        assert mem.doctor().ok
