@@ -91,6 +91,13 @@ class HarnessChanged(Conflict):
     code = "harness_changed"
 
 
+class IndexBusy(MemdirError):
+    """Another process held the index's write lock longer than a writer waits for it."""
+
+    code = "index_busy"
+    http_status = 503
+
+
 class ConfigError(MemdirError):
     code = "config_error"
     http_status = 500

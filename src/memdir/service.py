@@ -21,7 +21,7 @@ from typing import Any
 
 from . import coverage, links, paths, patterns, provenance, watch
 from .engine.verbs import EngineVerbs
-from .errors import ConfigError, InvalidInput, InvalidQuery, NotFound
+from .errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
 from .frontmatter import json_value
 from .index import Difference, Index, SyncStats
 from .index.search import Filters, Hit, bm25
@@ -133,6 +133,11 @@ class StoreVerbs:
     def sync(self, *, force: bool = False) -> SyncStats:
         """Bring the index in step with the files (cheap when nothing changed)."""
         if self._sync_held and not force:
+            return SyncStats()
+        # While a full rebuild runs (here or in another process) a verb answers from the
+        # index as it stands instead of waiting for the commit to apply what it found
+        # changed: the rebuild reads every file, and the first sync after it catches up.
+        if self.index.rebuilding():
             return SyncStats()
         # A running watcher (memdir.watch) brings the index in step for a round trip, so
         # it is always asked; the interval only spaces out the walks made without one.
@@ -563,8 +568,8 @@ class StoreVerbs:
                 with self.index.transaction() as conn:
                     if self.index.generation == generation:
                         self.index.set_meta(conn, key, entry.dumps())
-            except sqlite3.Error:
-                pass  # a read-only index: serve without caching
+            except (sqlite3.Error, IndexBusy):
+                pass  # a read-only index, or one another process rebuilds: serve uncached
         return entry.at(when)
 
     # -- index maintenance --------------------------------------------------------------

@@ -8,9 +8,10 @@ only (:meth:`Index.sync_paths`).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
-import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -20,9 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..coverage import FileFacts
+from ..errors import IndexBusy
 from ..paths import inside
-from . import postings
-from .db import PENDING_INDEXES, connect, create_pending_indexes
+from . import db, postings
+from .db import connect
 from .documents import DocRow, analyze
 from .scan import changes, scan
 
@@ -85,6 +87,10 @@ class Index:
         self._local = threading.local()
         self._write_mutex = threading.RLock()
         self._all: list[sqlite3.Connection] = []
+        # While a rebuild runs (it holds the write mutex): the id each known path keeps,
+        # and the next id for a new one.
+        self._kept_ids: dict[str, int] | None = None
+        self._next_id = 0
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -104,16 +110,51 @@ class Index:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One writer at a time (threads by a mutex, processes by SQLite's lock)."""
+        """One writer at a time (threads by a mutex, processes by SQLite's lock).
+
+        Inside another transaction of this thread (a rebuild's), it is a savepoint of it:
+        nothing commits before the outer one does.
+        """
         with self._write_mutex:
             conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
+            if getattr(self._local, "writing", False):
+                with self._savepoint(conn):
+                    yield conn
+                return
+            self._begin(conn)
+            self._local.writing = True
             try:
                 yield conn
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._local.writing = False
             conn.execute("COMMIT")
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            raise IndexBusy(
+                f"another process held the write lock of the index {self.path} for over "
+                f"{db.BUSY_SECONDS:g} s (a full rebuild of a large store can); this change "
+                "did not reach the index, and the next sync brings it in step"
+            ) from None
+
+    @staticmethod
+    @contextmanager
+    def _savepoint(conn: sqlite3.Connection) -> Iterator[None]:
+        conn.execute("SAVEPOINT nested")
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK TO nested")
+            conn.execute("RELEASE nested")
+            raise
+        conn.execute("RELEASE nested")
 
     # -- meta ----------------------------------------------------------------------
 
@@ -266,8 +307,8 @@ class Index:
                         stats.changed_paths.append(rel)
                 postings.note_changes(conn, deleted)
                 self._bump(conn)
-        if len(changed) + len(gone) >= BULK_CHANGES:
-            self._checkpoint()
+        if len(changed) + len(gone) >= BULK_CHANGES and not getattr(self._local, "writing", False):
+            self._checkpoint()  # a rebuild checkpoints after its commit
 
     def _checkpoint(self) -> None:
         """Fold a large write-ahead log into the database file and empty it.
@@ -338,8 +379,8 @@ class Index:
             cur = conn.execute(
                 "INSERT INTO docs(walk_key, hash, mtime_ns, size, fm, fm_ok, title, "
                 "memory_kind, type, status, episode_id, thread, user, created, hidden, zone, "
-                "facts, path) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (*values, row.path),
+                "facts, path, id) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (*values, row.path, self._rebuild_id(row.path)),
             )
             doc_id = int(cur.lastrowid or 0)
         conn.execute(
@@ -373,6 +414,16 @@ class Index:
                 )
         return doc_id, existing is None
 
+    def _rebuild_id(self, rel: str) -> int | None:
+        """The id a rebuild gives ``rel`` (the one it had), or None: SQLite's next rowid."""
+        if self._kept_ids is None:
+            return None
+        kept = self._kept_ids.get(rel)
+        if kept is not None:
+            return kept
+        self._next_id += 1
+        return self._next_id
+
     def _delete(self, conn: sqlite3.Connection, rel: str) -> int | None:
         """Drop one document's rows; its id, or None when it was not indexed."""
         row = conn.execute(
@@ -397,28 +448,79 @@ class Index:
         return len(deleted)
 
     def rebuild(self) -> SyncStats:
-        """Drop every derived row and index all files again."""
-        self.close()
-        for suffix in ("", "-wal", "-shm"):
-            with suppress(FileNotFoundError):
-                os.unlink(str(self.path) + suffix)
-        # Bulk load: the secondary indexes of docs and links are built once at the end
-        # (one sort each) instead of row by row (100k files: 65 s -> see docs/benchmarks.md).
-        # A rebuild killed before the end leaves their definitions in the meta table, and
-        # the next open creates them (memdir.index.db.connect).
-        with self.transaction() as conn:
+        """Index every file again from nothing, in one write transaction on the live index.
+
+        Readers, in this process and in others, answer from the old index until the
+        transaction commits (WAL gives each read a snapshot), and then from the new one:
+        no connection is closed and no file replaced under them. A rebuild killed midway
+        leaves the old index (SQLite rolls the transaction back); two rebuilds, or a
+        rebuild and a write, take turns on the write lock, so writes wait for the commit.
+        Each path keeps its document id, so a reader holding ids from before the commit
+        finds the same documents after it and the vector side stays (see :func:`_clear`);
+        the counters caches key on (the generation, the postings sequences) go on
+        upwards, so nothing computed from the old index matches the new one.
+        """
+        started = time.perf_counter()
+        with self._rebuild_lock(), self.transaction() as conn:
+            rows = conn.execute("SELECT path, id FROM docs").fetchall()
+            kept = {str(path): int(doc_id) for path, doc_id in rows}
+            # Bulk load: the secondary indexes are built once at the end (one sort each)
+            # instead of row by row (100k files: 65 s -> see docs/benchmarks.md).
             later = conn.execute(
                 "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
                 "AND tbl_name IN ('docs', 'links', 'turn_edges') AND sql IS NOT NULL"
             ).fetchall()
-            self.set_meta(conn, PENDING_INDEXES, json.dumps([sql for _n, sql in later]))
             for name, _sql in later:
                 conn.execute(f'DROP INDEX "{name}"')
+            _clear(conn)
+            self._kept_ids, self._next_id = kept, max(kept.values(), default=0)
+            try:
+                stats = self.sync(full=True)
+            finally:
+                self._kept_ids = None
+            for _name, sql in later:
+                conn.execute(sql)
+            for key in COUNTERS:
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES (?, '1') "
+                    "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                    (key,),
+                )
+        self._checkpoint()
+        stats.seconds = time.perf_counter() - started  # the whole rebuild, not its sync
+        return stats
+
+    def _rebuild_lock_path(self) -> Path:
+        return self.path.parent / "rebuild.lock"
+
+    @contextmanager
+    def _rebuild_lock(self) -> Iterator[None]:
+        """Hold the store's rebuild lock (an exclusive ``flock``) while rebuilding.
+
+        Rebuilds in other threads and processes wait for it; :meth:`rebuilding` tells
+        readers one runs.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._rebuild_lock_path(), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            return self.sync(full=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
         finally:
-            with self.transaction() as conn:
-                create_pending_indexes(conn)
+            os.close(fd)  # releases the lock, as a process that dies does
+
+    def rebuilding(self) -> bool:
+        """True while a full rebuild runs, in another thread of this process or elsewhere."""
+        try:
+            fd = os.open(self._rebuild_lock_path(), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing releases a shared hold taken just now
+        return False
 
     # -- verification -----------------------------------------------------------------
 
@@ -450,6 +552,59 @@ class Index:
         diff.doc_rows = int(self.conn.execute("SELECT count(*) FROM docs").fetchone()[0])
         diff.fts_rows = int(self.conn.execute("SELECT count(*) FROM docs_fts").fetchone()[0])
         return diff
+
+
+# The meta counters caches key on; a rebuild keeps them and moves them on.
+COUNTERS = ("generation", postings.DOCS.seq_key, postings.PASSAGES.seq_key)
+
+# What a rebuild keeps (see _clear): the schema, and the vector side of the index, whose
+# tables memdir.vectors makes and keeps in step (keyed by document id and content hash).
+_KEPT_TABLES = (
+    "migrations",
+    "vectors",
+    "chunks",
+    "embedded",
+    "passages_fts",
+    "passage_links",
+    "threads_fts",
+    "thread_rows",
+)
+_KEPT_META = (*COUNTERS, "vectors_model", "passages_version")
+
+# The storage of an FTS5 table, dropped with it.
+_FTS5_SHADOWS = ("data", "idx", "content", "docsize", "config")
+_VIRTUAL = re.compile(r"\s*CREATE\s+VIRTUAL\s", re.IGNORECASE)
+_USING_FTS5 = re.compile(r"\sUSING\s+fts5\s*\(", re.IGNORECASE)
+
+
+def _clear(conn: sqlite3.Connection) -> None:
+    """Empty the tables derived from the files (in the caller's transaction).
+
+    An FTS5 table is dropped and made again (deleting its rows one by one costs as much
+    as adding them); other virtual tables (fts5vocab) hold nothing. The counters stay
+    (the caller moves them on), and so does the vector side: it is keyed by document id
+    and content hash, a rebuild keeps each path's id, so the next vector sync brings it
+    in step as after any sync (re-embedding only what changed), and hybrid search keeps
+    its whole answer across the commit. ``memdir reindex --vectors`` rebuilds that side.
+    """
+    tables = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    virtual = {str(n): str(sql) for n, sql in tables if _VIRTUAL.match(str(sql))}
+    fts5 = {name: sql for name, sql in virtual.items() if _USING_FTS5.search(sql)}
+    shadows = {f"{n}_{suffix}" for n in fts5 for suffix in _FTS5_SHADOWS}
+    for name, sql in fts5.items():
+        if name not in _KEPT_TABLES:
+            conn.execute(f'DROP TABLE "{name}"')
+            conn.execute(sql)
+    for name, _sql in tables:
+        if name in virtual or name in shadows or name in _KEPT_TABLES:
+            continue
+        if name == "meta":
+            marks = ",".join("?" * len(_KEPT_META))
+            conn.execute(f"DELETE FROM meta WHERE key NOT IN ({marks})", _KEPT_META)
+        else:
+            conn.execute(f'DELETE FROM "{name}"')
 
 
 def _indexable(rel: str) -> bool:

@@ -14,6 +14,10 @@ from pathlib import Path
 from ..errors import ConfigError
 from .schema import MIGRATIONS
 
+# How long a writer waits for the write lock another process holds (a full rebuild holds it
+# from start to end) before it gives up with memdir.errors.IndexBusy.
+BUSY_SECONDS = 60.0
+
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating when needed) the index in WAL mode and migrate it.
@@ -54,7 +58,9 @@ _DAMAGED = (
 
 def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(
+        path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False
+    )
     try:
         return _prepare(conn, path)
     except BaseException:
@@ -64,7 +70,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 60000")
+    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
     mode = _switch_to_wal(conn)
     if mode != "wal":
         raise ConfigError(f"the index at {path} could not switch to WAL mode ({mode})")
