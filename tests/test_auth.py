@@ -19,7 +19,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import run_cli
+from conftest import create_token, run_cli
 from http_server import Live, free_port, live_server
 from memdir import auth
 from memdir.errors import Forbidden, InvalidInput, Unauthorized
@@ -103,15 +103,6 @@ def test_config_round_trip_keeps_everything_else(items: list[tuple[str, str, str
 
 
 # -- memdir token ------------------------------------------------------------------------
-
-
-def create_token(root: Path, name: str, scope: str, prefix: str | None = None) -> str:
-    args = ["token", "create", name, "--scope", scope, "--json"]
-    if prefix:
-        args += ["--prefix", prefix]
-    result = run_cli(*args, cwd=root)
-    assert result.returncode == 0, result.stderr
-    return str(json.loads(result.stdout)["token"])
 
 
 def test_token_cli_create_list_revoke(store_root: Path) -> None:

@@ -79,6 +79,17 @@ def _check_host(scope: Scope) -> None:
         )
 
 
+def _peer_is_loopback(scope: Scope) -> bool:
+    """Whether the client connected from this machine (its address, not what it claims).
+
+    No address at all (a Unix socket) is local too.
+    """
+    client = scope.get("client")
+    if not client:
+        return True
+    return is_loopback(str(client[0]))
+
+
 def _default_actor(principal: Principal | None) -> str:
     """The actor a write without ``X-Actor`` records (see ``http.auth.check_actor``)."""
     if principal is None:
@@ -126,14 +137,17 @@ class ServerMiddleware:
     def _authenticate(self, scope: Scope) -> Principal | None:
         authorization = _header(scope, b"authorization")
         self.registry.refresh()
-        if not self.registry.required:
+        # Auth is off only for a loopback client: a client off this machine needs a
+        # token whatever the token table holds now (the last one may have been revoked).
+        remote = not _peer_is_loopback(scope)
+        if not self.registry.required and not remote:
             _check_host(scope)
         if scope.get("path") in OPEN_PATHS:
             try:
-                return self.registry.authenticate(authorization)
+                return self.registry.authenticate(authorization, required=remote)
             except MemdirError:
                 return Principal("anonymous", "read", authenticated=False)
-        return self.registry.authenticate(authorization)
+        return self.registry.authenticate(authorization, required=remote)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_body_bytes
