@@ -190,7 +190,8 @@ def _mcp_factory() -> Any:
 
 
 def _transport_security() -> Any:
-    """MCP's own Host/Origin checks are off: the server middleware authenticates instead."""
+    """MCP's own Host/Origin checks are off: the server middleware does them for every path
+    (loopback ``Host`` without auth, a foreign ``Origin`` or ``Sec-Fetch-Site`` refused)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)
