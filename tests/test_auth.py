@@ -121,6 +121,29 @@ def test_token_cli_create_list_revoke(store_root: Path) -> None:
     assert gone.returncode == 1 and b"no token named" in gone.stderr
 
 
+@pytest.mark.parametrize("prefix", ["a\x7fb", "a\x01b", "a\nb/", "\x1b[2Jwiki"])
+def test_token_create_refuses_a_control_character_in_the_prefix(
+    store_root: Path, prefix: str
+) -> None:
+    """\x7f reached config.toml unescaped and token create died with a TOMLDecodeError."""
+    config = store_root / ".memdir/config.toml"
+    before = config.read_bytes()
+    result = run_cli("token", "create", "ci", "--prefix", prefix, cwd=store_root)
+    assert result.returncode == 2, result.stderr
+    assert b"Traceback" not in result.stderr
+    assert b"error: a token prefix cannot contain control characters" in result.stderr
+    assert config.read_bytes() == before
+
+
+def test_token_tables_are_written_by_a_toml_library(store_root: Path) -> None:
+    """Quotes, backslashes and non-ASCII in a prefix survive the round trip."""
+    create_token(store_root, "odd", "read", 'we"ird\\é/')
+    text = (store_root / ".memdir/config.toml").read_text(encoding="utf-8")
+    assert [e.prefix for e in auth.entries_in_config(text)] == ['we"ird/é/']
+    with pytest.raises(InvalidInput, match="control characters or lone surrogates"):
+        auth.normalize_prefix("a\ud800")
+
+
 def test_serve_refuses_a_public_address_without_tokens(store_root: Path) -> None:
     result = run_cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), cwd=store_root)
     assert result.returncode == 2
