@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
 
-from .. import __version__
+from .. import __version__, claims
 from ..auth import LOCAL, Principal, TokenRegistry, authorize_path
 from ..errors import MemdirError
 from ..service import Memory
@@ -78,15 +78,25 @@ class Tooling:
         self, ctx: Context | None, scope: str, name: str, body: Callable[[Principal], Any]
     ) -> CallToolResult:
         try:
-            principal = _principal(ctx, self.registry)
-            principal.require(scope, f"the {name} tool")
-            result = body(principal)
+            with claims.scope():
+                principal = _principal(ctx, self.registry)
+                principal.require(scope, f"the {name} tool")
+                result = body(principal)
         except MemdirError as exc:
             return CallToolResult(
                 content=[TextContent(type="text", text=f"error: {exc.message}")], is_error=True
             )
         text = result if isinstance(result, str) else _dumps(result)
         return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    def author(self, principal: Principal, actor: str | None) -> str | None:
+        """The author of record: the token's name over HTTP with a token (the ``actor``
+        argument is then kept as a claim, a commit trailer), else ``actor``."""
+        if not principal.authenticated:
+            return actor
+        if actor and actor.strip() and actor.strip() != principal.name:
+            claims.claim("X-Actor", actor)
+        return principal.name
 
     def path(self, principal: Principal, path: str) -> str:
         return authorize_path(principal, self.memory.store, path)
