@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,16 @@ def run_cli(
         check=False,
         timeout=120,
     )
+
+
+def create_token(root: Path, name: str, scope: str, prefix: str | None = None) -> str:
+    """A token made by the real `memdir token create`; returns the token itself."""
+    args = ["token", "create", name, "--scope", scope, "--json"]
+    if prefix:
+        args += ["--prefix", prefix]
+    result = run_cli(*args, cwd=root)
+    assert result.returncode == 0, result.stderr
+    return str(json.loads(result.stdout)["token"])
 
 
 def committed(root: Path, folder: str = "") -> list[str]:

@@ -19,7 +19,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import run_cli
+from conftest import create_token, run_cli
 from http_server import Live, free_port, live_server
 from memdir import auth
 from memdir.errors import Forbidden, InvalidInput, Unauthorized
@@ -105,15 +105,6 @@ def test_config_round_trip_keeps_everything_else(items: list[tuple[str, str, str
 # -- memdir token ------------------------------------------------------------------------
 
 
-def create_token(root: Path, name: str, scope: str, prefix: str | None = None) -> str:
-    args = ["token", "create", name, "--scope", scope, "--json"]
-    if prefix:
-        args += ["--prefix", prefix]
-    result = run_cli(*args, cwd=root)
-    assert result.returncode == 0, result.stderr
-    return str(json.loads(result.stdout)["token"])
-
-
 def test_token_cli_create_list_revoke(store_root: Path) -> None:
     token = create_token(store_root, "planner", "write", "episodes")
     config = (store_root / ".memdir/config.toml").read_text()
@@ -128,6 +119,29 @@ def test_token_cli_create_list_revoke(store_root: Path) -> None:
     assert auth.hash_token(token) not in (store_root / ".memdir/config.toml").read_text()
     gone = run_cli("token", "revoke", "planner", cwd=store_root)
     assert gone.returncode == 1 and b"no token named" in gone.stderr
+
+
+@pytest.mark.parametrize("prefix", ["a\x7fb", "a\x01b", "a\nb/", "\x1b[2Jwiki"])
+def test_token_create_refuses_a_control_character_in_the_prefix(
+    store_root: Path, prefix: str
+) -> None:
+    """\x7f reached config.toml unescaped and token create died with a TOMLDecodeError."""
+    config = store_root / ".memdir/config.toml"
+    before = config.read_bytes()
+    result = run_cli("token", "create", "ci", "--prefix", prefix, cwd=store_root)
+    assert result.returncode == 2, result.stderr
+    assert b"Traceback" not in result.stderr
+    assert b"error: a token prefix cannot contain control characters" in result.stderr
+    assert config.read_bytes() == before
+
+
+def test_token_tables_are_written_by_a_toml_library(store_root: Path) -> None:
+    """Quotes, backslashes and non-ASCII in a prefix survive the round trip."""
+    create_token(store_root, "odd", "read", 'we"ird\\é/')
+    text = (store_root / ".memdir/config.toml").read_text(encoding="utf-8")
+    assert [e.prefix for e in auth.entries_in_config(text)] == ['we"ird/é/']
+    with pytest.raises(InvalidInput, match="control characters or lone surrogates"):
+        auth.normalize_prefix("a\ud800")
 
 
 def test_serve_refuses_a_public_address_without_tokens(store_root: Path) -> None:

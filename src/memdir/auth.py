@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import tomli_w
+
 from .errors import ConfigError, Forbidden, InvalidInput, Unauthorized
 
 SCOPES: tuple[str, ...] = ("read", "write", "admin")
@@ -39,6 +41,10 @@ def normalize_prefix(prefix: str | None) -> str:
     """``episodes`` -> ``episodes/``; empty means the whole store."""
     if prefix is None:
         return ""
+    if any(ord(c) < 32 or c == "\x7f" or 0xD800 <= ord(c) <= 0xDFFF for c in prefix):
+        raise InvalidInput(
+            f"a token prefix cannot contain control characters or lone surrogates: {prefix!r}"
+        )
     value = prefix.strip().replace("\\", "/")
     while value.startswith("./"):
         value = value[2:]
@@ -97,9 +103,11 @@ def parse_entries(raw: Iterable[Mapping[str, Any]]) -> list[TokenEntry]:
         if not isinstance(prefix, str):
             raise ConfigError(f"server.tokens {name}: prefix must be a string")
         created = item.get("created", "")
-        entries.append(
-            TokenEntry(name, digest, scope, normalize_prefix(prefix), str(created or ""))
-        )
+        try:
+            norm = normalize_prefix(prefix)
+        except InvalidInput as exc:
+            raise ConfigError(f"server.tokens {name}: {exc.message}") from None
+        entries.append(TokenEntry(name, digest, scope, norm, str(created or "")))
     return entries
 
 
@@ -219,10 +227,14 @@ class TokenRegistry:
             return
         self._stamp = stamp
 
-    def authenticate(self, authorization: str | None) -> Principal:
-        """The principal for an ``Authorization`` header value; 401 when it is not valid."""
+    def authenticate(self, authorization: str | None, *, required: bool = False) -> Principal:
+        """The principal for an ``Authorization`` header value; 401 when it is not valid.
+
+        ``required`` demands a token even when the registry would not (a client that
+        is not on this machine).
+        """
         self.refresh()
-        if not self.required:
+        if not (self.required or required):
             if authorization:
                 return self._check(authorization)
             return LOCAL
@@ -274,18 +286,10 @@ def is_loopback(host: str) -> bool:
 # -- config text -----------------------------------------------------------------------
 
 
-def _toml_string(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if ord(c) >= 32 else f"\\u{ord(c):04x}" for c in escaped) + '"'
-
-
 def render_entries(entries: Sequence[TokenEntry]) -> str:
-    blocks = []
-    for entry in entries:
-        lines = ["[[server.tokens]]"]
-        lines += [f"{key} = {_toml_string(value)}" for key, value in entry.to_dict().items()]
-        blocks.append("\n".join(lines) + "\n")
-    return "\n".join(blocks)
+    """The ``[[server.tokens]]`` tables; a TOML library quotes the values (a hand-made
+    escape let ``\\x7f`` through, which no TOML reader accepts)."""
+    return "\n".join("[[server.tokens]]\n" + tomli_w.dumps(e.to_dict()) for e in entries)
 
 
 def config_with_tokens(text: str, entries: Sequence[TokenEntry]) -> str:

@@ -139,5 +139,12 @@ class Forbidden(MemdirError):
     http_status = 403
 
 
+class UnsupportedMediaType(InvalidInput):
+    """A request body that is not JSON (what a cross-site form or ``text/plain`` POST sends)."""
+
+    code = "unsupported_media_type"
+    http_status = 415
+
+
 class GitError(MemdirError):
     code = "git_error"

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import claims
 from .errors import GitError
 from .locks import FileLock
 
@@ -182,6 +183,7 @@ class GitLog:
         return (self.root / ".git").exists()
 
     def queue(self, paths: list[str], actor: str, message: str) -> None:
+        message = claims.annotate(message)  # an unchecked X-Actor, beside the token's name
         if not self.enabled:
             return
         with self._mutex:
@@ -263,6 +265,7 @@ class GitLog:
         stop this commit. If these paths cannot be committed at all they are queued (a
         later flush retries them) and GitError is raised.
         """
+        message = claims.annotate(message)
         if not self.enabled or not paths:
             return
         try:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..errors import InvalidInput, NotFound
+from ..errors import ConfigError, InvalidInput, NotFound
 from .context import echo_json, root_flag, root_option
 
 
@@ -39,11 +39,17 @@ def _edit_tokens(path: Path, change: Any, message: str) -> list[Any]:
     from ..store import atomic_write
 
     with FileLock(path.parent / "write.lock").hold():
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path} is not UTF-8 text") from None
         entries = auth.entries_in_config(text)
         entries = change(entries)
         new_text = auth.config_with_tokens(text, entries)
-        tomllib.loads(new_text)  # never write a config that does not parse
+        try:
+            tomllib.loads(new_text)  # never write a config that does not parse
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"refusing to write {path}: it would not parse ({exc})") from None
         atomic_write(path, new_text.encode("utf-8"))
     from ..gitlog import GitLog
 

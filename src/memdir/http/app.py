@@ -126,8 +126,11 @@ class MCPMount:
         return server
 
     async def serve(self) -> None:
-        with anyio.move_on_after(self.preload_after_seconds):
-            await self.wanted.wait()
+        await self._until_wanted_or_stopped()
+        if self.stop.is_set():  # stopped before MCP was needed: nothing to load or close
+            self.error = "the server is stopping"
+            self.ready.set()
+            return
         try:
             server = await anyio.to_thread.run_sync(self._build)
         except Exception as exc:
@@ -144,6 +147,19 @@ class MCPMount:
             self.app = StreamableHTTPASGIApp(server.session_manager)
             self.ready.set()
             await self.stop.wait()
+
+    async def _until_wanted_or_stopped(self) -> None:
+        """Wait for the first ``/mcp`` request, the preload delay, or ``stop``, whichever
+        comes first: a server stopped just after it started must not sit out the delay."""
+        with anyio.move_on_after(self.preload_after_seconds):
+            async with anyio.create_task_group() as tasks:
+
+                async def wait_for(event: anyio.Event) -> None:
+                    await event.wait()
+                    tasks.cancel_scope.cancel()
+
+                tasks.start_soon(wait_for, self.wanted)
+                tasks.start_soon(wait_for, self.stop)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.wanted.set()
@@ -174,7 +190,8 @@ def _mcp_factory() -> Any:
 
 
 def _transport_security() -> Any:
-    """MCP's own Host/Origin checks are off: the server middleware authenticates instead."""
+    """MCP's own Host/Origin checks are off: the server middleware does them for every path
+    (loopback ``Host`` without auth, a foreign ``Origin`` or ``Sec-Fetch-Site`` refused)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     return TransportSecuritySettings(enable_dns_rebinding_protection=False)

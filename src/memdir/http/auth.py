@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from .. import provenance
+from .. import claims, provenance
 from ..auth import LOCAL, Principal
 from ..errors import InvalidInput
 from ..service import Memory
@@ -54,13 +54,19 @@ Mem = Annotated[Memory, Depends(memory_of)]
 
 
 def check_actor(value: str | None, principal: Principal) -> str:
-    """``X-Actor`` as given; else the token's name; else ``anonymous``."""
+    """The author of record: the token's name when a token authenticated the caller (an
+    ``X-Actor`` is then kept as a claim, a commit trailer); else ``X-Actor``; else
+    ``anonymous``."""
     if value is None or not value.strip():
         return principal.name if principal.authenticated else "anonymous"
     actor = header_text(value).strip()
     if len(actor) > 200 or any(ord(c) < 32 or c == "\x7f" for c in actor):
         raise InvalidInput("malformed X-Actor header: at most 200 printable characters")
-    return actor
+    if not principal.authenticated:
+        return actor
+    if actor != principal.name:
+        claims.claim("X-Actor", actor)
+    return principal.name
 
 
 def check_provenance(value: str | None) -> str | None:

@@ -76,14 +76,17 @@ def serve_cmd(
     host = host or conf.host
     port = conf.port if port is None else port
     auth_on = bool(conf.tokens) or conf.require_auth
-    if not is_loopback(host) and not auth_on:
+    public = not is_loopback(host)
+    if public and not auth_on:
         raise ConfigError(
             f"refusing to listen on {host} without auth: create a token first "
             "(memdir token create NAME --scope write), or listen on 127.0.0.1"
         )
     _configure_logging(conf.access_log)
+    # Listening off loopback, auth stays on for good: revoking the last token (or losing
+    # the config) must not open the store to the network.
     registry = TokenRegistry.from_settings(
-        conf.tokens, required=conf.require_auth, config=config_path(found)
+        conf.tokens, required=conf.require_auth or public, config=config_path(found)
     )
     mcp = not no_mcp
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, Query
+from pydantic import Field
 
 from .auth import (
     ActorHeader,
@@ -18,20 +18,21 @@ from .auth import (
     check_actor,
     check_provenance,
 )
+from .strict import StrictBody, strict_request
 
-router = APIRouter(tags=["engine"])
+router = APIRouter(tags=["engine"], dependencies=[Depends(strict_request)])
 
 
-class Source(BaseModel):
+class Source(StrictBody):
     name: str = Field(description="The source's name (a file name or a URL).", min_length=1)
     content: str = Field(description="The raw text (UTF-8).")
 
 
-class IngestBody(BaseModel):
+class IngestBody(StrictBody):
     sources: list[Source] = Field(min_length=1, max_length=1000)
 
 
-class ConsolidateBody(BaseModel):
+class ConsolidateBody(StrictBody):
     apply: dict[str, Any] | None = Field(
         default=None,
         description='What the plan\'s contract.return asks for: {"articles": [{"source", '
@@ -40,11 +41,11 @@ class ConsolidateBody(BaseModel):
     limit: int | None = Field(default=None, ge=1, le=100_000)
 
 
-class RefineBody(BaseModel):
+class RefineBody(StrictBody):
     label: str | None = Field(default=None, max_length=200)
 
 
-class EpisodeBody(BaseModel):
+class EpisodeBody(StrictBody):
     kind: str = Field(description="life or signal.")
     situation: str
     actions: list[str] = Field(default_factory=list)

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from .. import arguments
 from ..errors import MemdirError
 
 log = logging.getLogger("memdir.http")
@@ -49,15 +50,14 @@ def describe_validation(exc: RequestValidationError) -> str:
             ctx = err.get("ctx") or {}
             detail = ctx.get("error", "")
             return f"malformed JSON body: {detail}".rstrip(": ")
-        loc = [str(p) for p in err.get("loc", ())]
+        loc = list(err.get("loc", ()))
         if loc and loc[0] in _SOURCES:
             # only the first item says where the value came from; a field may be called
             # "path" or "query" too (forget's path)
             loc = loc[1:]
         if not loc and tuple(err.get("loc", ())) == ("body",):
             return _whole_body(err)
-        where = ".".join(loc) or "body"
-        problems.append(f"{where}: {err.get('msg', 'invalid')}")
+        problems.append(f"{arguments.where(loc) or 'body'}: {arguments.problem(err)}")
     return "; ".join(problems[:3]) or "invalid request"
 
 

@@ -1,4 +1,5 @@
-"""ASGI middleware: authentication (401), request size limit (413), access log.
+"""ASGI middleware: cross-site refusal (403, 415), authentication (401), request size
+limit (413), access log.
 
 Pure ASGI so it also guards the MCP endpoint mounted on the same server.
 Scope and prefix checks (403) happen per route, where the verb is known.
@@ -15,7 +16,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 
 from ..auth import Principal, TokenRegistry, is_loopback
-from ..errors import Forbidden, MemdirError, TooLarge
+from ..errors import Forbidden, MemdirError, TooLarge, UnsupportedMediaType
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -79,6 +80,90 @@ def _check_host(scope: Scope) -> None:
         )
 
 
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+"""Methods that may change the store; a browser sends them cross-site without a preflight."""
+
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+
+
+def _peer_is_loopback(scope: Scope) -> bool:
+    """Whether the client connected from this machine (its address, not what it claims).
+
+    No address at all (a Unix socket) is local too.
+    """
+    client = scope.get("client")
+    if not client:
+        return True
+    return is_loopback(str(client[0]))
+
+
+def _origin_of(scheme: str, host: str) -> str:
+    origin = f"{scheme}://{host}".strip().lower()
+    default = _DEFAULT_PORTS.get(scheme, "")
+    return origin.removesuffix(default) if default else origin
+
+
+def _own_origin(scope: Scope) -> str:
+    """The origin a page served by this server has: scheme and the Host it was asked by."""
+    scheme = str(scope.get("scheme") or "http")
+    host = _header(scope, b"host")
+    if not host:
+        server = scope.get("server") or ("", 0)
+        host = f"{server[0]}:{server[1]}"
+    return _origin_of(scheme, host)
+
+
+def _is_mcp(scope: Scope) -> bool:
+    path = str(scope.get("path", ""))
+    return path == "/mcp" or path.startswith("/mcp/")
+
+
+def _check_cross_site(scope: Scope) -> None:
+    """Refuse what a web page on another origin can make a browser send.
+
+    A page may POST a form or ``text/plain`` to any address without a preflight, and
+    a page reached by DNS rebinding talks to ``/mcp`` as if it were local. Browsers
+    say where a request comes from (``Sec-Fetch-Site``, ``Origin``); clients that are
+    not browsers send neither and are served as before.
+    """
+    method = str(scope.get("method", "GET")).upper()
+    if method not in UNSAFE_METHODS and not _is_mcp(scope):
+        return
+    site = (_header(scope, b"sec-fetch-site") or "").strip().lower()
+    if site and site not in ("same-origin", "none"):
+        raise Forbidden(
+            f"cross-site request refused (Sec-Fetch-Site: {site}): memdir serves "
+            "state-changing requests and MCP only to its own pages and to non-browser clients"
+        )
+    origin = _header(scope, b"origin")
+    if origin is not None:
+        own = _own_origin(scope)
+        given = origin.strip().lower()
+        if given != own:
+            raise Forbidden(
+                f"cross-origin request refused: Origin {printable(origin)!r} is not this "
+                f"server's origin ({own})"
+            )
+    _check_content_type(scope, method)
+
+
+def _check_content_type(scope: Scope, method: str) -> None:
+    """A state-changing request with a body sends JSON (a form or ``text/plain`` is refused).
+
+    An empty body is no body, whatever it is labelled (``curl -X POST`` sends a form type).
+    """
+    if method not in UNSAFE_METHODS:
+        return
+    kind = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
+    length = (_header(scope, b"content-length") or "").strip()
+    has_body = length not in ("", "0") or _header(scope, b"transfer-encoding") is not None
+    if not has_body or kind == "application/json" or kind.endswith("+json"):
+        return
+    raise UnsupportedMediaType(
+        f"send the body as JSON with Content-Type: application/json (got {kind or 'none'})"
+    )
+
+
 def _default_actor(principal: Principal | None) -> str:
     """The actor a write without ``X-Actor`` records (see ``http.auth.check_actor``)."""
     if principal is None:
@@ -124,16 +209,20 @@ class ServerMiddleware:
             self._log(scope, principal, status["code"], started)
 
     def _authenticate(self, scope: Scope) -> Principal | None:
+        _check_cross_site(scope)
         authorization = _header(scope, b"authorization")
         self.registry.refresh()
-        if not self.registry.required:
+        # Auth is off only for a loopback client: a client off this machine needs a
+        # token whatever the token table holds now (the last one may have been revoked).
+        remote = not _peer_is_loopback(scope)
+        if not self.registry.required and not remote:
             _check_host(scope)
         if scope.get("path") in OPEN_PATHS:
             try:
-                return self.registry.authenticate(authorization)
+                return self.registry.authenticate(authorization, required=remote)
             except MemdirError:
                 return Principal("anonymous", "read", authenticated=False)
-        return self.registry.authenticate(authorization)
+        return self.registry.authenticate(authorization, required=remote)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_body_bytes

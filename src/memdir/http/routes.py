@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
@@ -25,13 +25,14 @@ from .auth import (
     check_provenance,
 )
 from .serialize import jsonable
+from .strict import QueryBool, StrictBody, strict_request
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(strict_request)])
 
 _NON_NEGATIVE = re.compile(r"^[0-9]+$")
 
 
-class WriteBody(BaseModel):
+class WriteBody(StrictBody):
     content: str = Field(description="The whole markdown document (UTF-8).")
     message: str | None = Field(default=None, description="Git commit message.")
 
@@ -48,7 +49,7 @@ class WriteResponse(BaseModel):
     )
 
 
-class MergeBody(BaseModel):
+class MergeBody(StrictBody):
     page: str = Field(description="The page that consumed the episode (store-relative).")
     episode: str | None = Field(default=None, description="The episode id.")
     type: str = Field(default="episode", description="Episode type (episode, run, session ...).")
@@ -56,7 +57,7 @@ class MergeBody(BaseModel):
     note: str | None = None
 
 
-class ForgetBody(BaseModel):
+class ForgetBody(StrictBody):
     path: str
     reason: str | None = None
     # Strict: a destructive switch takes true or false, never "yes" or 1.
@@ -65,7 +66,7 @@ class ForgetBody(BaseModel):
     )
 
 
-class ReindexBody(BaseModel):
+class ReindexBody(StrictBody):
     full: bool = False
 
 
@@ -133,7 +134,7 @@ def ls(
     mem: Mem,
     principal: Reader,
     prefix: Annotated[str | None, Query(description="Only paths under this prefix.")] = None,
-    include_superseded: bool = False,
+    include_superseded: QueryBool = False,
 ) -> list[dict[str, Any]]:
     """Walk: the visible documents in walk order (path, title, type, memory_kind, size)."""
     return mem.ls(principal.confine(prefix), include_superseded=include_superseded)
@@ -150,7 +151,7 @@ def search(
     kind: Annotated[str | None, Query(description="memory_kind: episodic, semantic ...")] = None,
     type_: Annotated[str | None, Query(alias="type", description="Frontmatter type.")] = None,
     where: Annotated[list[str] | None, Query(description="key=value (repeatable).")] = None,
-    include_superseded: bool = False,
+    include_superseded: QueryBool = False,
     mode: Annotated[str | None, Query(description="bm25, vector, hybrid or auto.")] = None,
 ) -> list[dict[str, Any]]:
     """Mode two: search; pointers (path, title, snippet, score, why), never bodies."""
@@ -175,9 +176,9 @@ def grep(
     principal: Reader,
     pattern: Annotated[str, Query(description="A Python regular expression.")],
     path_prefix: str | None = None,
-    ignore_case: bool = False,
+    ignore_case: QueryBool = False,
     limit: Annotated[int, Query(ge=1, le=10000)] = 200,
-    include_superseded: bool = False,
+    include_superseded: QueryBool = False,
 ) -> list[dict[str, Any]]:
     """Mode two: lines matching a regular expression, as path, line, text."""
     hits = mem.grep(

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from ..ids import new_id
 from ..turns import is_turn_id, turn_path
 from .auth import ActorHeader, Mem, ProvenanceHeader, Reader, Writer, check_actor, check_provenance
+from .strict import StrictBody, strict_request
 
-router = APIRouter(tags=["turns"])
+router = APIRouter(tags=["turns"], dependencies=[Depends(strict_request)])
 
 
-class TurnBody(BaseModel):
+class TurnBody(StrictBody):
     thread: str = Field(description="The conversation or task thread id.")
     input: str = Field(default="", description="What the agent was asked.")
     output: str = Field(default="", description="What the agent answered.")
@@ -28,7 +29,7 @@ class TurnBody(BaseModel):
     keywords: list[str] = Field(default_factory=list)
 
 
-class ContextBody(BaseModel):
+class ContextBody(StrictBody):
     thread: str
     user: str = ""
     keywords: list[str] = Field(default_factory=list)

@@ -10,16 +10,18 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
+from pydantic import ConfigDict, ValidationError
 
-from .. import __version__
+from .. import __version__, arguments, claims
 from ..auth import LOCAL, Principal, TokenRegistry, authorize_path
 from ..errors import MemdirError
 from ..service import Memory
@@ -78,15 +80,25 @@ class Tooling:
         self, ctx: Context | None, scope: str, name: str, body: Callable[[Principal], Any]
     ) -> CallToolResult:
         try:
-            principal = _principal(ctx, self.registry)
-            principal.require(scope, f"the {name} tool")
-            result = body(principal)
+            with claims.scope():
+                principal = _principal(ctx, self.registry)
+                principal.require(scope, f"the {name} tool")
+                result = body(principal)
         except MemdirError as exc:
             return CallToolResult(
                 content=[TextContent(type="text", text=f"error: {exc.message}")], is_error=True
             )
         text = result if isinstance(result, str) else _dumps(result)
         return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    def author(self, principal: Principal, actor: str | None) -> str | None:
+        """The author of record: the token's name over HTTP with a token (the ``actor``
+        argument is then kept as a claim, a commit trailer), else ``actor``."""
+        if not principal.authenticated:
+            return actor
+        if actor and actor.strip() and actor.strip() != principal.name:
+            claims.claim("X-Actor", actor)
+        return principal.name
 
     def path(self, principal: Principal, path: str) -> str:
         return authorize_path(principal, self.memory.store, path)
@@ -102,8 +114,65 @@ def build_server(memory: Memory, *, registry: TokenRegistry | None = None) -> MC
     )
     tooling = Tooling(memory, registry or TokenRegistry([]))
     tools.register(server, tooling)
+    _strict_arguments(server)
     _resources(server, tooling)
     return server
+
+
+_REFUSED = "\0refused"  # no argument can have this name: it carries the refusal to call_fn
+
+
+class StrictArguments(FuncMetadata):
+    """A tool's arguments as the HTTP API takes them: unknown names refused, no coercion
+    (``"yes"`` is not ``true``), and the refusal worded as HTTP words it
+    (``error: limit: must be at least 1``), not pydantic's report."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        # The SDK reads JSON text in a string ('["a"]' for a list, which some clients send);
+        # a boolean stays a boolean: "true" as text is refused like "yes".
+        parsed = super().pre_parse_json(data)
+        return {
+            key: data[key] if isinstance(value, bool) and isinstance(data.get(key), str) else value
+            for key, value in parsed.items()
+        }
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return super().validate_arguments(arguments_to_validate)
+        except ValidationError as exc:
+            return {_REFUSED: arguments.describe(exc.errors())}
+
+    async def call_fn(
+        self,
+        fn: Callable[..., Any],
+        fn_is_async: bool,
+        arguments: dict[str, Any],
+        arguments_to_pass_directly: dict[str, Any] | None = None,
+    ) -> Any:
+        if _REFUSED in arguments:
+            text = f"error: {arguments[_REFUSED]}"
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+        return await super().call_fn(fn, fn_is_async, arguments, arguments_to_pass_directly)
+
+
+def _strict_arguments(server: MCPServer) -> None:
+    """Give every tool :class:`StrictArguments` and an input schema that says so
+    (``additionalProperties: false``). The SDK keeps its tools in a private manager;
+    there is no public way to change how a registered tool validates."""
+    for tool in server._tool_manager.list_tools():
+        loose = tool.fn_metadata.arg_model
+        config = ConfigDict(**{**loose.model_config, "extra": "forbid", "strict": True})
+        strict = cast(
+            "type[ArgModelBase]",
+            type(loose.__name__, (loose,), {"model_config": config, "__module__": __name__}),
+        )
+        tool.fn_metadata = StrictArguments(
+            arg_model=strict,
+            output_schema=tool.fn_metadata.output_schema,
+            output_model=tool.fn_metadata.output_model,
+            wrap_output=tool.fn_metadata.wrap_output,
+        )
+        tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 RESOURCE_FILES = (

@@ -229,7 +229,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 parents=parents or (),
                 keywords=keywords or (),
                 provenance=provenance,
-                actor=actor or (p.name if p.authenticated else None),
+                actor=t.author(p, actor),
                 id=ident,
             )
 
@@ -300,7 +300,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 t.path(p, path),
                 content,
                 provenance=provenance,
-                actor=actor or (p.name if p.authenticated else None),
+                actor=t.author(p, actor),
                 message=message,
                 if_match=if_match,
             )
@@ -372,7 +372,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 type=type,
                 path=path,
                 note=note,
-                actor=actor or (p.name if p.authenticated else None),
+                actor=t.author(p, actor),
             )
 
         return t.run(ctx, "write", "merge", body)
@@ -401,7 +401,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 t.path(p, path),
                 reason=reason,
                 purge=purge,
-                actor=actor or (p.name if p.authenticated else None),
+                actor=t.author(p, actor),
             )
 
         return t.run(ctx, "write", "forget", body)
@@ -430,7 +430,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 if not isinstance(name, str) or not isinstance(content, str):
                     raise InvalidInput(f"source {n} needs a name and a content (both text)")
                 items.append((name, content))
-            who = actor or (p.name if p.authenticated else None)
+            who = t.author(p, actor)
             return mem.ingest(items, actor=who, provenance=provenance)
 
         return t.run(ctx, "write", "ingest", body)
@@ -471,7 +471,7 @@ def register(server: MCPServer, t: Tooling) -> None:
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             p.require_unconfined("consolidate")
-            who = actor or (p.name if p.authenticated else None)
+            who = t.author(p, actor)
             return mem.consolidate(apply=packet, limit=limit, actor=who)
 
         return t.run(ctx, "write", "consolidate_apply", body)
