@@ -194,4 +194,56 @@ MIGRATIONS: list[tuple[str, str]] = [
         DELETE FROM fts_log;
         """,
     ),
+    (
+        # Change logs for the vector index (see memdir.vectors), kept by triggers so every
+        # writer, in any process, logs: a document inserted, deleted, or changed in content
+        # or visibility (what a vector sync must look at), and a document whose chunk rows
+        # changed (what a loaded matrix must replace). Each row holds the document's last
+        # change; seq only grows. vectors_epoch names this database's logs: a rebuilt index
+        # or emptied vectors get a new one, and a cache of another epoch loads afresh.
+        "vectors_0002_change_logs",
+        """
+        CREATE TABLE vector_doc_log (doc_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+        CREATE INDEX vector_doc_log_seq ON vector_doc_log(seq);
+        CREATE TRIGGER vector_doc_log_insert AFTER INSERT ON docs BEGIN
+            INSERT INTO vector_doc_log(doc_id, seq)
+            VALUES (NEW.id, (SELECT coalesce(max(seq), 0) + 1 FROM vector_doc_log))
+            ON CONFLICT(doc_id) DO UPDATE SET seq = excluded.seq;
+        END;
+        CREATE TRIGGER vector_doc_log_update AFTER UPDATE OF hash, hidden, zone ON docs
+        WHEN OLD.hash IS NOT NEW.hash OR OLD.hidden IS NOT NEW.hidden OR OLD.zone IS NOT NEW.zone
+        BEGIN
+            INSERT INTO vector_doc_log(doc_id, seq)
+            VALUES (NEW.id, (SELECT coalesce(max(seq), 0) + 1 FROM vector_doc_log))
+            ON CONFLICT(doc_id) DO UPDATE SET seq = excluded.seq;
+        END;
+        CREATE TRIGGER vector_doc_log_delete AFTER DELETE ON docs BEGIN
+            INSERT INTO vector_doc_log(doc_id, seq)
+            VALUES (OLD.id, (SELECT coalesce(max(seq), 0) + 1 FROM vector_doc_log))
+            ON CONFLICT(doc_id) DO UPDATE SET seq = excluded.seq;
+        END;
+        CREATE TABLE vector_chunk_log (doc_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+        CREATE INDEX vector_chunk_log_seq ON vector_chunk_log(seq);
+        CREATE TRIGGER vector_chunk_log_insert AFTER INSERT ON chunks BEGIN
+            INSERT INTO vector_chunk_log(doc_id, seq)
+            VALUES (NEW.doc_id, (SELECT coalesce(max(seq), 0) + 1 FROM vector_chunk_log))
+            ON CONFLICT(doc_id) DO UPDATE SET seq = excluded.seq;
+        END;
+        CREATE TRIGGER vector_chunk_log_delete AFTER DELETE ON chunks BEGIN
+            INSERT INTO vector_chunk_log(doc_id, seq)
+            VALUES (OLD.doc_id, (SELECT coalesce(max(seq), 0) + 1 FROM vector_chunk_log))
+            ON CONFLICT(doc_id) DO UPDATE SET seq = excluded.seq;
+        END;
+        CREATE TRIGGER vector_chunk_log_update AFTER UPDATE ON chunks BEGIN
+            INSERT INTO vector_chunk_log(doc_id, seq)
+            VALUES (OLD.doc_id, (SELECT coalesce(max(seq), 0) + 1 FROM vector_chunk_log))
+            ON CONFLICT(doc_id) DO UPDATE SET seq = excluded.seq;
+            INSERT INTO vector_chunk_log(doc_id, seq)
+            VALUES (NEW.doc_id, (SELECT coalesce(max(seq), 0) + 1 FROM vector_chunk_log))
+            ON CONFLICT(doc_id) DO UPDATE SET seq = excluded.seq;
+        END;
+        INSERT INTO meta(key, value) VALUES ('vectors_epoch', lower(hex(randomblob(8))))
+        ON CONFLICT(key) DO UPDATE SET value = excluded.value;
+        """,
+    ),
 ]
