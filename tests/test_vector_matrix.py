@@ -227,3 +227,52 @@ def test_snapshot_is_not_changed_by_later_appends(small_ranges: None) -> None:
     assert after.live == 22
     live = after.live_rows()
     assert sorted(after.docs[live].tolist()) == [1, 1] + sorted(list(range(2, 12)) * 2)
+
+
+def test_a_search_after_one_turn_takes_the_write_lock_once(toy: None, root: Path) -> None:
+    """16 writers queue for SQLite's write lock: the vector sync asks for it once."""
+    mem = _open(root)
+    mem.record_turn(thread="t1", user="ana", input="first lake", output="answer")
+    mem.search("lake", mode="hybrid")
+    mem.record_turn(thread="t1", user="ana", input="the sunrise marathon", output="ok")
+    seen = _Statements(mem.index.conn)
+    assert mem.search("sunrise marathon", mode="hybrid")
+    assert seen.count("BEGIN IMMEDIATE") == 1
+    mem.close()
+
+
+def test_a_sync_waiting_for_another_does_not_embed_later_writes(toy: None, root: Path) -> None:
+    """A search waits for the sync in progress, not for writes made after it was called."""
+    import threading
+    import time
+
+    mem = _open(root)
+    mem.embed()
+    vectors = mem.vector_index()
+    embedder = vectors.embedder
+    entered, release = threading.Event(), threading.Event()
+    plain = embedder.embed
+
+    def slow(texts: Any) -> Any:
+        entered.set()
+        release.wait(10)
+        return plain(texts)
+
+    embedder.embed = slow  # type: ignore[method-assign]
+    mem.write("notes/a/first.md", "# First\n\nlake sunrise\n")
+    results: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", vectors.sync()))
+    first.start()
+    assert entered.wait(10)
+    second = threading.Thread(target=lambda: results.setdefault("second", vectors.sync()))
+    second.start()
+    time.sleep(0.3)  # the second sync has read the log and waits for the lock
+    mem.write("notes/a/later.md", "# Later\n\nmarathon\n")
+    release.set()
+    first.join(10)
+    second.join(10)
+    embedder.embed = plain  # type: ignore[method-assign]
+    assert results["first"].documents == 1
+    assert results["second"].documents == 0  # the first sync covered what it was called for
+    assert vectors.pending_count() == 1  # the later write waits for the next search
+    mem.close()

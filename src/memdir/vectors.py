@@ -368,7 +368,8 @@ class VectorIndex:
         self.chunk_tokens = chunk_tokens
         self.chunk_overlap = chunk_overlap
         self.batch_size = max(1, batch_size)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # one vector sync at a time
+        self._load_lock = threading.Lock()  # the loaded matrix: a search waits for no sync
         self._matrix: ChunkMatrix | None = None
         self._loaded_at: tuple[str | None, int] | None = None  # (epoch, seq) of the chunk log
         self.quantise_from = quantise_from
@@ -474,31 +475,32 @@ class VectorIndex:
         started = time.perf_counter()
         stats = VectorSyncStats()
         self.check_model()
+        # The documents changed before this call; one that came later need not wait for it.
+        wanted = self.index.conn.execute(
+            "SELECT coalesce(max(seq), 0) FROM vector_doc_log"
+        ).fetchone()[0]
         with self._lock:
             self._ensure_passages()
             generation = str(self.index.generation)
             if self.index.meta("vectors_generation") == f"{generation}:{self.model}":
                 stats.seconds = time.perf_counter() - started
                 return stats
+            seen = self.index.meta("vectors_doc_seq")
+            if seen is not None and int(seen) >= int(wanted):
+                # A sync that held the lock meanwhile (under 16 clients, the usual case)
+                # embedded everything this one was called for.
+                stats.seconds = time.perf_counter() - started
+                return stats
             conn = self.index.conn
             changed, seq = self._changed_docs(conn)
-            with self.index.transaction() as wconn:
+
+            def finish(wconn: sqlite3.Connection) -> None:
+                # In the last batch's transaction: a search after a write takes the write
+                # lock once (16 writers hold it in turn), not once per step.
                 if changed is None:
                     stats.removed = self._drop_stale(wconn)
                 else:
                     stats.removed = _drop_docs(wconn, changed)
-            pending = self._pending(conn, changed)
-            total = len(pending)
-            if progress and total:
-                progress(0, total)
-            step = max(self.batch_size * 4, 64)
-            for lo in range(0, total, step):
-                part = pending[lo : lo + step]
-                self._embed_docs(part, stats)
-                stats.documents += len(part)
-                if progress:
-                    progress(min(lo + step, total), total)
-            with self.index.transaction() as wconn:
                 if not self.stored_model():
                     self.index.set_meta(wconn, "vectors_model", self.model)
                 self.index.set_meta(wconn, "vectors_generation", f"{generation}:{self.model}")
@@ -509,6 +511,21 @@ class VectorIndex:
                     "max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
                     (str(seq),),
                 )
+
+            pending = self._pending(conn, changed)
+            total = len(pending)
+            if progress and total:
+                progress(0, total)
+            step = max(self.batch_size * 4, 64)
+            for lo in range(0, total, step):
+                part = pending[lo : lo + step]
+                self._embed_docs(part, stats, finish if lo + step >= total else None)
+                stats.documents += len(part)
+                if progress:
+                    progress(min(lo + step, total), total)
+            if not total:
+                with self.index.transaction() as wconn:
+                    finish(wconn)
         stats.seconds = time.perf_counter() - started
         return stats
 
@@ -532,7 +549,13 @@ class VectorIndex:
             conn.execute("DELETE FROM meta WHERE key IN ('vectors_generation', 'vectors_doc_seq')")
             self.index.set_meta(conn, "passages_version", PASSAGES_VERSION)
 
-    def _embed_docs(self, docs: Sequence[tuple[int, str]], stats: VectorSyncStats) -> None:
+    def _embed_docs(
+        self,
+        docs: Sequence[tuple[int, str]],
+        stats: VectorSyncStats,
+        finish: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
+        """Chunk and embed these documents; ``finish`` runs in the same transaction."""
         conn = self.index.conn
         plan: list[tuple[int, str, list[tuple[int, int, int, str]]]] = []
         texts: dict[str, str] = {}
@@ -579,6 +602,8 @@ class VectorIndex:
                 )
                 stats.chunks += len(entries)
             self._store_passages(wconn, lexical)
+            if finish is not None:
+                finish(wconn)
 
     def write_passages(self, doc_ids: Sequence[int]) -> None:
         """Write the lexical rows of these documents without embedding (benchmarks, repair)."""
@@ -647,7 +672,7 @@ class VectorIndex:
 
     def clear(self) -> None:
         """Drop every chunk and vector (all models): the next sync re-embeds everything."""
-        with self._lock, self.index.transaction() as conn:
+        with self._lock, self._load_lock, self.index.transaction() as conn:
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM embedded")
             conn.execute("DELETE FROM vectors")
@@ -747,7 +772,7 @@ class VectorIndex:
     def loaded(self) -> FirstPass | None:
         """The loaded matrix (brought in step first), ready for :meth:`score_rows`."""
         self.check_model()
-        with self._lock:
+        with self._load_lock:
             matrix = self._load()
             try:
                 rows = matrix.snapshot(self.quantise_from)
