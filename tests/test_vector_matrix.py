@@ -94,6 +94,7 @@ def _results(mem: Memory, vectors: VectorIndex) -> list[list[VectorHit]]:
 
 def _assert_like_fresh(mem: Memory, vectors: VectorIndex) -> None:
     vectors.sync()
+    assert vectors.counts()["pending"] == 0  # the sync found every change (a full check)
     fresh = _fresh(mem, vectors.quantise_from)
     assert _live_rows(vectors) == _live_rows(fresh)
     assert _results(mem, vectors) == _results(mem, fresh)  # same hits, same float scores

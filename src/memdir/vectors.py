@@ -17,8 +17,10 @@ Every write to ``passages_fts`` is logged for the cached postings of its common 
 
 Two change logs, kept by triggers (migration ``vectors_0002_change_logs``), let a sync
 and a loaded matrix follow the index without reading it whole: ``vector_doc_log`` names
-each document inserted, deleted or changed in content or visibility, with a sequence
-number (the meta key ``vectors_doc_seq`` says how far the vector sync has read it), and
+each document deleted or changed in content or visibility, with a sequence number (the
+log starts when the first sync sets ``vectors_doc_log``; ``vectors_doc_seq`` says how far
+the vector sync has read it, and ``vectors_doc_max`` the largest document id it has seen,
+since a new document gets an id above every other), and
 ``vector_chunk_log`` each document whose chunk rows changed, which any process may have
 written.
 
@@ -414,7 +416,7 @@ class VectorIndex:
         if self.index.meta("vectors_generation") == f"{self.index.generation}:{self.model}":
             return 0, 0
         conn = self.index.conn
-        changed, _seq = self._changed_docs(conn)
+        changed, _seq, _top = self._changed_docs(conn)
         ids = [doc_id for doc_id, _hash in self._pending(conn, changed)]
         size = 0
         for lo in range(0, len(ids), 500):
@@ -448,23 +450,34 @@ class VectorIndex:
             rows.sort(key=lambda r: int(r[0]))
         return [(int(r[0]), str(r[1])) for r in rows]
 
-    def _changed_docs(self, conn: sqlite3.Connection) -> tuple[list[int] | None, int]:
-        """(documents changed since the last vector sync, how far that reads the doc log).
+    def _changed_docs(self, conn: sqlite3.Connection) -> tuple[list[int] | None, int, int]:
+        """(documents changed since the last vector sync, log seq and largest id it reads).
 
         None for the documents when every one must be looked at: the first sync of this
         index (or after the vectors were emptied), or too many changes to list.
         """
-        seen = self.index.meta("vectors_doc_seq")
-        if seen is None:
-            top = conn.execute("SELECT coalesce(max(seq), 0) FROM vector_doc_log").fetchone()
-            return None, int(top[0])
+        seen, seen_max = self.index.meta("vectors_doc_seq"), self.index.meta("vectors_doc_max")
+        if seen is None or seen_max is None:
+            seq, top = self._log_top(conn)
+            return None, seq, top
         rows = conn.execute(
             "SELECT doc_id, seq FROM vector_doc_log WHERE seq > ?", (int(seen),)
         ).fetchall()
-        top = max((int(r[1]) for r in rows), default=int(seen))
-        if len(rows) > 20_000:
-            return None, top
-        return [int(r[0]) for r in rows], top
+        added = [int(r[0]) for r in conn.execute("SELECT id FROM docs WHERE id > ?", (seen_max,))]
+        seq = max((int(r[1]) for r in rows), default=int(seen))
+        top = max(added, default=int(seen_max))
+        if len(rows) + len(added) > 20_000:
+            return None, seq, top
+        return sorted({int(r[0]) for r in rows} | set(added)), seq, top
+
+    @staticmethod
+    def _log_top(conn: sqlite3.Connection) -> tuple[int, int]:
+        """(last seq of the doc log, largest document id): what a sync now would cover."""
+        row = conn.execute(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM vector_doc_log), "
+            "(SELECT coalesce(max(id), 0) FROM docs)"
+        ).fetchone()
+        return int(row[0]), int(row[1])
 
     # -- sync ----------------------------------------------------------------------
 
@@ -476,23 +489,30 @@ class VectorIndex:
         stats = VectorSyncStats()
         self.check_model()
         # The documents changed before this call; one that came later need not wait for it.
-        wanted = self.index.conn.execute(
-            "SELECT coalesce(max(seq), 0) FROM vector_doc_log"
-        ).fetchone()[0]
+        wanted = self._log_top(self.index.conn)
         with self._lock:
             self._ensure_passages()
             generation = str(self.index.generation)
             if self.index.meta("vectors_generation") == f"{generation}:{self.model}":
                 stats.seconds = time.perf_counter() - started
                 return stats
-            seen = self.index.meta("vectors_doc_seq")
-            if seen is not None and int(seen) >= int(wanted):
+            seen = (self.index.meta("vectors_doc_seq"), self.index.meta("vectors_doc_max"))
+            if (
+                seen[0] is not None
+                and seen[1] is not None
+                and (int(seen[0]) >= wanted[0] and int(seen[1]) >= wanted[1])
+            ):
                 # A sync that held the lock meanwhile (under 16 clients, the usual case)
                 # embedded everything this one was called for.
                 stats.seconds = time.perf_counter() - started
                 return stats
             conn = self.index.conn
-            changed, seq = self._changed_docs(conn)
+            if self.index.meta("vectors_doc_log") is None:
+                # From now on the triggers log documents; what changed before is in the full
+                # check below, which reads the documents after this commits.
+                with self.index.transaction() as wconn:
+                    self.index.set_meta(wconn, "vectors_doc_log", "1")
+            changed, seq, top = self._changed_docs(conn)
 
             def finish(wconn: sqlite3.Connection) -> None:
                 # In the last batch's transaction: a search after a write takes the write
@@ -505,11 +525,11 @@ class VectorIndex:
                     self.index.set_meta(wconn, "vectors_model", self.model)
                 self.index.set_meta(wconn, "vectors_generation", f"{generation}:{self.model}")
                 # Another process may have read the log further meanwhile: keep the larger.
-                wconn.execute(
-                    "INSERT INTO meta(key, value) VALUES ('vectors_doc_seq', ?) "
+                wconn.executemany(
+                    "INSERT INTO meta(key, value) VALUES (?, ?) "
                     "ON CONFLICT(key) DO UPDATE SET value = "
                     "max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
-                    (str(seq),),
+                    [("vectors_doc_seq", str(seq)), ("vectors_doc_max", str(top))],
                 )
 
             pending = self._pending(conn, changed)
@@ -546,7 +566,10 @@ class VectorIndex:
                 conn.execute(statement)
             postings.drop(conn, postings.PASSAGES)
             conn.execute("DELETE FROM embedded")
-            conn.execute("DELETE FROM meta WHERE key IN ('vectors_generation', 'vectors_doc_seq')")
+            conn.execute(
+                "DELETE FROM meta WHERE key IN "
+                "('vectors_generation', 'vectors_doc_seq', 'vectors_doc_max')"
+            )
             self.index.set_meta(conn, "passages_version", PASSAGES_VERSION)
 
     def _embed_docs(
@@ -682,7 +705,7 @@ class VectorIndex:
             postings.drop(conn, postings.PASSAGES)
             conn.execute(
                 "DELETE FROM meta WHERE key IN "
-                "('vectors_model', 'vectors_generation', 'vectors_doc_seq')"
+                "('vectors_model', 'vectors_generation', 'vectors_doc_seq', 'vectors_doc_max')"
             )
             # A new epoch: every loaded matrix, in any process, loads afresh.
             conn.execute("DELETE FROM vector_chunk_log")
