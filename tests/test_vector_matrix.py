@@ -277,3 +277,23 @@ def test_a_sync_waiting_for_another_does_not_embed_later_writes(toy: None, root:
     assert results["second"].documents == 0  # the first sync covered what it was called for
     assert vectors.pending_count() == 1  # the later write waits for the next search
     mem.close()
+
+
+def test_a_new_document_that_takes_a_deleted_id_is_embedded(toy: None, root: Path) -> None:
+    """SQLite gives a new row the largest id + 1: a deleted newest document's id comes back."""
+    mem = _open(root)
+    mem.sync(force=True)  # the files of `init` first, so the note below is the newest row
+    mem.write("notes/a/old.md", "# Old\n\nlake\n")
+    mem.write("notes/a/newest.md", "# Newest\n\nsunrise\n")
+    vectors = mem.vector_index()
+    vectors.sync()
+    ids = dict(mem.index.conn.execute("SELECT path, id FROM docs").fetchall())
+    mem.forget("notes/a/newest.md", purge=True)
+    vectors.sync()  # reads the deletion
+    mem.write("notes/a/next.md", "# Next\n\nmarathon\n")
+    again = dict(mem.index.conn.execute("SELECT path, id FROM docs").fetchall())
+    assert again["notes/a/next.md"] == ids["notes/a/newest.md"]  # the id came back
+    assert vectors.sync().documents == 1
+    assert vectors.counts()["pending"] == 0
+    _assert_like_fresh(mem, vectors)
+    mem.close()

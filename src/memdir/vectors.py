@@ -471,6 +471,17 @@ class VectorIndex:
         return sorted({int(r[0]) for r in rows} | set(added)), seq, top
 
     @staticmethod
+    def _absent(conn: sqlite3.Connection, doc_ids: Sequence[int]) -> list[int]:
+        """The ids among these that no document has (deleted)."""
+        found: set[int] = set()
+        for part in _batches(list(doc_ids), 500):
+            marks = ",".join("?" * len(part))
+            found.update(
+                int(r[0]) for r in conn.execute(f"SELECT id FROM docs WHERE id IN ({marks})", part)
+            )
+        return [d for d in doc_ids if d not in found]
+
+    @staticmethod
     def _log_top(conn: sqlite3.Connection) -> tuple[int, int]:
         """(last seq of the doc log, largest document id): what a sync now would cover."""
         row = conn.execute(
@@ -513,6 +524,11 @@ class VectorIndex:
                 with self.index.transaction() as wconn:
                     self.index.set_meta(wconn, "vectors_doc_log", "1")
             changed, seq, top = self._changed_docs(conn)
+            # SQLite gives a new row the largest id + 1, so the id of a deleted newest
+            # document comes back: the largest id this sync vouches for stays below it.
+            absent = self._absent(conn, changed or [])
+            if absent:
+                top = min(top, min(absent) - 1)
 
             def finish(wconn: sqlite3.Connection) -> None:
                 # In the last batch's transaction: a search after a write takes the write
@@ -525,12 +541,16 @@ class VectorIndex:
                     self.index.set_meta(wconn, "vectors_model", self.model)
                 self.index.set_meta(wconn, "vectors_generation", f"{generation}:{self.model}")
                 # Another process may have read the log further meanwhile: keep the larger.
-                wconn.executemany(
-                    "INSERT INTO meta(key, value) VALUES (?, ?) "
+                wconn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('vectors_doc_seq', ?) "
                     "ON CONFLICT(key) DO UPDATE SET value = "
                     "max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
-                    [("vectors_doc_seq", str(seq)), ("vectors_doc_max", str(top))],
+                    (str(seq),),
                 )
+                # Not above the largest id now: a newest document deleted since this sync
+                # read the ids gives its id to the next one (its deletion is in the log).
+                now = wconn.execute("SELECT coalesce(max(id), 0) FROM docs").fetchone()[0]
+                self.index.set_meta(wconn, "vectors_doc_max", str(min(top, int(now))))
 
             pending = self._pending(conn, changed)
             total = len(pending)
