@@ -20,7 +20,8 @@ and a loaded matrix follow the index without reading it whole: ``vector_doc_log`
 each document deleted or changed in content or visibility, with a sequence number (the
 log starts when the first sync sets ``vectors_doc_log``; ``vectors_doc_seq`` says how far
 the vector sync has read it, and ``vectors_doc_max`` the largest document id it has seen,
-since a new document gets an id above every other), and
+since a new document gets the largest id + 1; it stays below a deleted id, which comes
+back), and
 ``vector_chunk_log`` each document whose chunk rows changed, which any process may have
 written.
 
