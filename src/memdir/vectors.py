@@ -16,14 +16,13 @@ Every write to ``passages_fts`` is logged for the cached postings of its common 
 (:mod:`memdir.index.postings`), and dropping or emptying it drops them.
 
 Two change logs, kept by triggers (migration ``vectors_0002_change_logs``), let a sync
-and a loaded matrix follow the index without reading it whole: ``vector_doc_log`` names
-each document deleted or changed in content or visibility, with a sequence number (the
-log starts when the first sync sets ``vectors_doc_log``; ``vectors_doc_seq`` says how far
-the vector sync has read it, and ``vectors_doc_max`` the largest document id it has seen,
-since a new document gets the largest id + 1; it stays below a deleted id, which comes
-back), and
-``vector_chunk_log`` each document whose chunk rows changed, which any process may have
-written.
+and a loaded matrix follow the index without reading it whole. ``vector_doc_log`` names
+each document deleted or changed in content or visibility, with a sequence number; it
+starts when the first sync sets the meta key ``vectors_doc_log``. ``vectors_doc_seq``
+says how far the vector sync has read it, and ``vectors_doc_max`` the largest document
+id it has seen: a new document gets the largest id + 1, so inserts are not logged (the
+id recorded stays below a deleted one, which comes back). ``vector_chunk_log`` names
+each document whose chunk rows changed, which any process may have written.
 
 Search is exact: a float32 matrix of all chunk vectors, loaded lazily once and then kept
 in step from ``vector_chunk_log`` (:mod:`memdir.vectormatrix`); from ``QUANTISE_FROM``
