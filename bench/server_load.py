@@ -7,8 +7,10 @@ on disk and the index rows: nothing acknowledged may be missing.
 
     .venv/bin/python bench/server_load.py --clients 16 --seconds 60
 
-Search runs in bm25 mode (embeddings off) so the figures measure the server,
-not the embedding model.
+Runs twice, each on a fresh store: with embeddings on (the default settings: `auto`
+search is hybrid, every recorded turn is embedded by the model before the next
+search) and with embeddings off (bm25 only), then prints both search p95s and
+their ratio. ``--embeddings on`` or ``off`` runs one of them.
 """
 
 from __future__ import annotations
@@ -43,13 +45,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(root: Path, port: int, log: Path) -> tuple[subprocess.Popen[bytes], float]:
+def start_server(
+    root: Path, port: int, log: Path, *, embeddings: bool = False
+) -> tuple[subprocess.Popen[bytes], float]:
     """Start ``memdir serve``; return the process and seconds to the first answer.
 
     The server's stderr (one access-log line per request) goes to ``log``: a pipe
     nobody reads would fill up and block the server.
     """
-    env = dict(os.environ, MEMDIR_EMBEDDINGS_ENABLED="false")
+    env = dict(os.environ, MEMDIR_EMBEDDINGS_ENABLED="true" if embeddings else "false")
     env.pop("MEMDIR_ROOT", None)
     started = time.perf_counter()
     proc = subprocess.Popen(
@@ -165,20 +169,8 @@ def time_starts(count: int) -> None:
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--root", type=Path, help="An existing store (default: a fresh one).")
-    parser.add_argument("--json", action="store_true", help="Print JSON only.")
-    parser.add_argument(
-        "--starts", type=int, default=0, help="Only time N server starts (to the first answer)."
-    )
-    args = parser.parse_args()
-    if args.starts:
-        time_starts(args.starts)
-        return
-
+def run_load(args: argparse.Namespace, *, embeddings: bool) -> dict[str, Any]:
+    """One load run against a server with embeddings on or off; its figures."""
     from memdir.store import Store
 
     tmp = None
@@ -189,8 +181,13 @@ def main() -> None:
         root = args.root.resolve()
     port = free_port()
     log = Path(tempfile.gettempdir()) / f"memdir-load-{port}.log"
-    proc, first_answer = start_server(root, port, log)
+    proc, first_answer = start_server(root, port, log, embeddings=embeddings)
     base = f"http://127.0.0.1:{port}"
+    # One search before the clock starts: with embeddings on, it loads the model (seconds),
+    # which would otherwise be paid by the first search of every client at once.
+    warm = time.perf_counter()
+    httpx.get(f"{base}/v1/search", params={"q": "warm up"}, timeout=120)
+    first_search = time.perf_counter() - warm
     deadline = time.perf_counter() + args.seconds
     clients = [Client(n, base, deadline) for n in range(args.clients)]
     for c in clients:
@@ -223,9 +220,11 @@ def main() -> None:
     access_lines = sum(1 for _ in log.open("rb"))
     log.unlink()
     result = {
+        "embeddings": "on" if embeddings else "off",
         "clients": args.clients,
         "seconds": args.seconds,
         "first_answer_seconds": round(first_answer, 3),
+        "first_search_seconds": round(first_search, 3),
         "shutdown_seconds": round(shutdown, 3),
         "errors": len(errors),
         "error_samples": errors[:5],
@@ -235,30 +234,74 @@ def main() -> None:
         "lost_turns": len(acknowledged - on_disk) + len(acknowledged - rows),
         "uncommitted_paths": len(git_dirty.splitlines()) if git_dirty else 0,
         "access_log_lines": access_lines,
+        "load_average_1min": os.getloadavg()[0],
         "routes": {
             route: {
                 "requests": len(values),
                 "per_second": round(len(values) / args.seconds, 1),
                 "p50_ms": round(statistics.median(values) * 1000, 1),
                 "p95_ms": round(percentile(values, 95) * 1000, 1),
+                "p99_ms": round(percentile(values, 99) * 1000, 1),
             }
             for route, values in sorted(latency.items())
         },
     }
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(json.dumps({k: v for k, v in result.items() if k != "routes"}, indent=2))
-        print("| route | requests | req/s | p50 ms | p95 ms |")
-        print("|---|---:|---:|---:|---:|")
-        for route, row in result["routes"].items():
-            print(
-                f"| {route} | {row['requests']} | {row['per_second']} | "
-                f"{row['p50_ms']} | {row['p95_ms']} |"
-            )
     if tmp is not None:
         tmp.cleanup()
-    if errors or result["lost_turns"]:
+    return result
+
+
+def print_result(result: dict[str, Any]) -> None:
+    print(json.dumps({k: v for k, v in result.items() if k != "routes"}, indent=2))
+    print(f"embeddings {result['embeddings']}:")
+    print("| route | requests | req/s | p50 ms | p95 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for route, row in result["routes"].items():
+        print(
+            f"| {route} | {row['requests']} | {row['per_second']} | "
+            f"{row['p50_ms']} | {row['p95_ms']} | {row['p99_ms']} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--root", type=Path, help="An existing store (default: a fresh one).")
+    parser.add_argument(
+        "--embeddings",
+        choices=["both", "on", "off"],
+        default="both",
+        help="Run with embeddings on, off, or both one after the other (the default).",
+    )
+    parser.add_argument("--json", action="store_true", help="Print JSON only.")
+    parser.add_argument(
+        "--starts", type=int, default=0, help="Only time N server starts (to the first answer)."
+    )
+    args = parser.parse_args()
+    if args.starts:
+        time_starts(args.starts)
+        return
+    if args.root is not None and args.embeddings == "both":
+        parser.error("--root holds one run's turns: give --embeddings on or off with it")
+    wanted = {"both": [True, False], "on": [True], "off": [False]}[args.embeddings]
+    results = [run_load(args, embeddings=on) for on in wanted]
+    search = "GET /v1/search"
+    summary: dict[str, Any] = {}
+    for result in results:
+        summary[f"search_p95_ms_embeddings_{result['embeddings']}"] = result["routes"][search][
+            "p95_ms"
+        ]
+    if len(results) == 2:
+        on, off = (r["routes"][search]["p95_ms"] for r in results)
+        summary["search_p95_ratio_on_to_off"] = round(on / off, 2) if off else None
+    if args.json:
+        print(json.dumps({"runs": results, "summary": summary}, indent=2))
+    else:
+        for result in results:
+            print_result(result)
+        print(json.dumps(summary, indent=2))
+    if any(r["errors"] or r["lost_turns"] for r in results):
         raise SystemExit(1)
 
 

@@ -15,6 +15,11 @@ times a bare numpy matrix-vector product and the int8 first pass
 long-lived agent would: the file walk before each verb is throttled
 (``store.sync_interval_seconds``), so timings are of the search itself.
 
+Last, ``--writes`` rounds of: a hybrid search, ``record_turn``, a hybrid search (the
+first after the turn: it embeds the turn with the model and brings the loaded matrix in
+step). Each query is new, so none comes from the query cache. Prints both p50s and
+p95s, their ratios and how many times the whole matrix was read (1: the first load).
+
 With ``--embed N``: writes N turn records (20 per thread) and embeds them for real
 through ``Memory.embed`` with the progress bar, reports texts/s, then syncs again
 and reports what the second sync embedded (it should be nothing).
@@ -252,6 +257,32 @@ def time_queries(mem: Any, queries: list[str], mode: str) -> dict[str, float]:
     }
 
 
+def time_after_writes(mem: Any, queries: list[str]) -> dict[str, Any]:
+    """Hybrid search just before and just after each of ``len(queries) // 2`` turns."""
+    vectors = mem.vector_index()
+    before, after = [], []
+    for i in range(len(queries) // 2):
+        t = time.perf_counter()
+        mem.search(queries[2 * i], limit=10, mode="hybrid")
+        before.append((time.perf_counter() - t) * 1000)
+        mem.record_turn(
+            thread="bench-writes", user="ana", input=queries[2 * i], output=f"answer {i}"
+        )
+        t = time.perf_counter()
+        mem.search(queries[2 * i + 1], limit=10, mode="hybrid")
+        after.append((time.perf_counter() - t) * 1000)
+    b50, a50 = statistics.median(before), statistics.median(after)
+    b95, a95 = percentile(before, 95), percentile(after, 95)
+    return {
+        "turns": len(before),
+        "vectors": "synthetic, one per document; each new turn embedded by the model",
+        "before_ms": {"p50": round(b50, 2), "p95": round(b95, 2)},
+        "after_write_ms": {"p50": round(a50, 2), "p95": round(a95, 2)},
+        "ratio": {"p50": round(a50 / b50, 2), "p95": round(a95 / b95, 2)},
+        "full_matrix_loads": vectors.full_loads,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=100_000)
@@ -261,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="reuse the --keep store if built")
     parser.add_argument("--embed", type=int, help="embed N turn records for real instead")
     parser.add_argument("--vocab", choices=["zipf", "small"], default="zipf")
+    parser.add_argument(
+        "--writes", type=int, default=20, help="turns recorded between two hybrid searches"
+    )
     args = parser.parse_args(argv)
     if args.embed:
         root = args.keep or Path(tempfile.mkdtemp(prefix="memdir-embed-")) / "store"
@@ -278,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     # Every fifth query names a month, so the date signal runs too.
     queries = [q + " in March 2024" if i % 5 == 0 else q for i, q in enumerate(queries)]
     queries = queries[: args.queries]
+    fresh = random.Random(args.seed + 2)  # queries no earlier search has embedded
+    write_queries = [f"{words.query(fresh)} {i}" for i in range(2 * args.writes)]
     try:
         t = time.perf_counter()
         if args.reuse and (root / ".memdir" / "index.db").is_file():
@@ -297,14 +333,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"stored passages and {count} synthetic vectors in {time.perf_counter() - t:.1f} s",
                 file=sys.stderr,
             )
+        vectors = mem.vector_index()
         t = time.perf_counter()
-        mem.vector_index()._load()
+        loaded = vectors._load()
         load_s = time.perf_counter() - t
         t = time.perf_counter()
-        scorer = mem.vector_index()._scorer()  # the int8 copy (None below QUANTISE_FROM)
+        snapshot = loaded.snapshot(vectors.quantise_from)  # builds the int8 copy
         int8_s = time.perf_counter() - t
+        scorer = snapshot.sealed[0][2] if snapshot.sealed else None  # None below QUANTISE_FROM
         # Bare matrix-vector product for reference.
-        matrix = mem.vector_index()._matrix
+        matrix = snapshot.matrix
         qv = matrix[0].copy()
         bare = []
         for _ in range(args.queries):
@@ -349,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             }
         for mode in ("bm25", "vector", "hybrid"):
             results[mode] = time_queries(mem, queries, mode)
+        if args.writes:
+            results["search_after_a_turn"] = time_after_writes(mem, write_queries)
         mem.close()
     finally:
         if args.keep is None:

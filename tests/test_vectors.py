@@ -313,6 +313,6 @@ def test_int8_first_pass_returns_the_exact_ranking(toy: None, root: Path) -> Non
         qvec = embedder.embed([query])[0]
         got = vectors.search_vector(qvec, limit=limit, filters=mem.filters(path_prefix=prefix))
         assert [h.doc_id for h in got] == [h.doc_id for h in want]
-        assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-6)
-    assert vectors._int8 is not None  # the int8 pass did run
+        assert [h.score for h in got] == [h.score for h in want]  # re-scored alike
+    assert vectors._matrix is not None and vectors._matrix.seals  # the int8 pass did run
     mem.close()
