@@ -32,7 +32,7 @@ from .errors import (
     UnsafePath,
 )
 from .gitlog import GitLog, run_git
-from .journal import Journal, recover
+from .journal import Journal, recover, tombstone
 from .journal import folder as journal_folder
 from .locks import FileLock
 from .settings import Settings, config_path, default_config_toml
@@ -640,6 +640,10 @@ class Store:
                 raise NotFound(f"no such file in the store: {norm}")
             target.unlink()
             _fsync_dir(target.parent)
+            # Replay must not bring it back, and this process's journal must not keep its
+            # bytes (a purge is final): the journaled files are synced, the journal emptied.
+            tombstone(self.root, [norm])
+            self._journal.checkpoint()
         self._queue_commit([norm], checked_actor(actor), message or f"delete {norm}")
         return norm
 
