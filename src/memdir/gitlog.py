@@ -21,6 +21,12 @@ writes (which get batches and commits of their own), is retried first by
 every later flush, and that flush raises :class:`~memdir.errors.GitError`
 after committing the other batches. A background flush, and the flush before
 :meth:`GitLog.commit_now`, log such an error on the same logger instead.
+
+A ``git`` killed while it held ``.git/index.lock`` leaves the lock behind, and git then
+refuses every command. memdir runs git only under its own lock (``.memdir/git.lock``), so
+a lock file found while holding it belongs to no memdir process: when no process has it
+open and it is older than ``STALE_LOCK_SECONDS`` it is removed (and logged) before the
+commit (:func:`clear_stale_index_lock`).
 """
 
 from __future__ import annotations
@@ -32,11 +38,14 @@ import re
 import subprocess
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import GitError
 from .locks import FileLock
+
+STALE_LOCK_SECONDS = 2.0  # git holds index.lock open while it works; a closed one this old is left
 
 MAX_DELAY_FACTOR = 10
 MAX_MESSAGE_CHARS = 4096  # one write's message
@@ -206,6 +215,16 @@ class GitLog:
                 return
         self.flush()
 
+    def queue_quietly(self, paths: list[str], actor: str, message: str) -> None:
+        """Queue, and keep a failed commit queued without raising (logged on memdir.git).
+
+        For writes that are already done: the write stands, its commit comes later.
+        """
+        try:
+            self.queue(paths, actor, message)
+        except GitError as exc:
+            log.error("git commit failed; the write is kept and its commit retried: %s", exc)
+
     def _wait_then_flush(self) -> None:
         while True:
             with self._mutex:
@@ -237,6 +256,7 @@ class GitLog:
             committed: set[int] = set()
             try:
                 with self._lock.hold():
+                    clear_stale_index_lock(self.root)
                     for n, batch in enumerate(batches):
                         try:
                             self._commit_batch(sorted(batch.paths), batch.actor, batch.messages)
@@ -272,6 +292,7 @@ class GitLog:
         batch = _Batch(actor, set(paths), [message])
         try:
             with self._lock.hold():
+                clear_stale_index_lock(self.root)
                 self._commit_batch(sorted(batch.paths), actor, batch.messages)
         except BaseException:
             with self._mutex:
@@ -373,6 +394,49 @@ class GitLog:
             check=False,
         ).stdout
         return {os.fsdecode(name) for name in out.split(b"\0") if name}
+
+
+def clear_stale_index_lock(root: Path) -> bool:
+    """Remove ``.git/index.lock`` when a killed git left it; True when one was removed.
+
+    Call it holding memdir's git lock: then no memdir git runs, and a lock that no process
+    has open and that is older than ``STALE_LOCK_SECONDS`` belongs to a git that is gone
+    (git keeps the file open from creating it until it renames it into place).
+    """
+    lock = root / ".git" / "index.lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age < STALE_LOCK_SECONDS or _held_open(lock):
+        return False
+    with suppress(FileNotFoundError):
+        lock.unlink()
+        log.warning("removed a stale %s (%.0f s old, no process had it open)", lock, age)
+        return True
+    return False
+
+
+def _held_open(path: Path) -> bool:
+    """Whether any process this user can see has ``path`` open (Linux /proc; True where
+    that cannot be told, so a lock is never taken from a live git)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return True
+    wanted = os.fspath(path.resolve())
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = os.scandir(os.path.join(entry.path, "fd"))
+        except OSError:
+            continue  # another user's process, or gone
+        with fds:
+            for fd in fds:
+                with suppress(OSError):
+                    if os.readlink(fd.path) == wanted:
+                        return True
+    return False
 
 
 def _commit_message(paths: list[str], actor: str, messages: list[str]) -> str:

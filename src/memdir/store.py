@@ -570,7 +570,6 @@ class Store:
             for (norm, _t, raw), was in zip(prepared, existed, strict=True)
         ]
         names = [r.path for r in results]
-        self._queue_commit(names, actor_name, message or f"write {', '.join(names)}")
         calls: list[Callable[[], object]] = []
         if journaled:
             # After the renames, so no file is created while the journal's sync commits
@@ -581,7 +580,12 @@ class Store:
             calls.append(functools.partial(sync_folders, [t for _n, t, _r in prepared]))
         if after_rename is not None:
             calls.append(functools.partial(after_rename, results))
-        _run_all(calls)
+        try:
+            _run_all(calls)
+        finally:
+            # Last: the files are durable and indexed whatever git does with the commit
+            # (which never raises: a failed one stays queued and is retried).
+            self._queue_commit(names, actor_name, message or f"write {', '.join(names)}")
         return results
 
     def _check_etag(self, norm: str, target: Path, if_match: str) -> None:
@@ -648,8 +652,10 @@ class Store:
         return norm
 
     def _queue_commit(self, rels: list[str], actor: str, message: str) -> None:
+        """Queue a commit of a write that is done; never raises: a commit git cannot make
+        now stays queued and is retried (memdir.gitlog)."""
         if self.settings.store.git_commit:
-            self.git.queue(rels, actor, message)
+            self.git.queue_quietly(rels, actor, message)
 
     def commit_pending(self) -> None:
         self.git.flush()
