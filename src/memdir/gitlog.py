@@ -22,6 +22,12 @@ every later flush, and that flush raises :class:`~memdir.errors.GitError`
 after committing the other batches. A background flush, and the flush before
 :meth:`GitLog.commit_now`, log such an error on the same logger instead.
 
+The queue survives a crash. Each queued write is also appended to this process's book,
+``.memdir/journal/<pid>-<random>.commits`` (held under an exclusive ``flock``, one JSON
+line per write: actor, message, paths); a flush that leaves nothing queued empties it.
+Opening a store commits what the books of dead processes name (:func:`pending_books`),
+so a write acknowledged before a kill -9 reaches git when the store is next opened.
+
 A ``git`` killed while it held ``.git/index.lock`` leaves the lock behind, and git then
 refuses every command. memdir runs git only under its own lock (``.memdir/git.lock``), so
 a lock file found while holding it belongs to no memdir process: when no process has it
@@ -32,19 +38,25 @@ commit (:func:`clear_stale_index_lock`).
 from __future__ import annotations
 
 import atexit
+import fcntl
+import json
 import logging
 import os
 import re
+import secrets
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import journal
 from .errors import GitError
 from .locks import FileLock
 
+BOOK_SUFFIX = ".commits"
 STALE_LOCK_SECONDS = 2.0  # git holds index.lock open while it works; a closed one this old is left
 
 MAX_DELAY_FACTOR = 10
@@ -185,6 +197,7 @@ class GitLog:
         self._deadline = 0.0
         self._first = 0.0
         self._registered = False
+        self._book: tuple[int, int, Path] | None = None  # (pid, fd, path) of the queue on disk
 
     @property
     def enabled(self) -> bool:
@@ -194,6 +207,7 @@ class GitLog:
         if not self.enabled:
             return
         with self._mutex:
+            self._note(paths, actor, message)
             entry = self._pending.setdefault(actor, _Batch(actor))
             entry.paths.update(paths)
             if message not in entry.messages:
@@ -214,16 +228,6 @@ class GitLog:
                     self._waiter.start()
                 return
         self.flush()
-
-    def queue_quietly(self, paths: list[str], actor: str, message: str) -> None:
-        """Queue, and keep a failed commit queued without raising (logged on memdir.git).
-
-        For writes that are already done: the write stands, its commit comes later.
-        """
-        try:
-            self.queue(paths, actor, message)
-        except GitError as exc:
-            log.error("git commit failed; the write is kept and its commit retried: %s", exc)
 
     def _wait_then_flush(self) -> None:
         while True:
@@ -266,15 +270,112 @@ class GitLog:
                             committed.add(n)
             finally:
                 left = [batch for n, batch in enumerate(batches) if n not in committed]
-                if left:
-                    with self._mutex:
-                        self._failed[:0] = left
+                with self._mutex:
+                    self._failed[:0] = left
+                    self._rewrite_book()
             if errors:
                 raise errors[0]
 
     def close(self) -> None:
-        self.flush()
-        self._lock.close()
+        try:
+            self.flush()
+        finally:
+            self._lock.close()
+            self._close_book()
+
+    # -- the book: the queue on disk, for the next open after a crash ----------------------
+
+    def _note(self, paths: list[str], actor: str, message: str) -> None:
+        """Append one queued write to this process's book (called under ``_mutex``)."""
+        line = json.dumps({"actor": actor, "message": message, "paths": list(paths)})
+        try:
+            fd = self._book_fd()
+            os.write(fd, line.encode("utf-8", "surrogateescape") + b"\n")
+        except OSError as exc:  # the queue in memory still holds it
+            log.warning("could not note a queued commit in the journal: %s", exc)
+
+    def _book_fd(self) -> int:
+        if self._book is not None and self._book[0] == os.getpid():
+            return self._book[1]
+        # A forked child gets a book of its own (the parent's lock is not its own).
+        where = journal.folder(self.root)
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"{os.getpid()}-{secrets.token_hex(4)}{BOOK_SUFFIX}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._book = (os.getpid(), fd, path)
+        return fd
+
+    def _rewrite_book(self) -> None:
+        """After a flush: the book holds what is still queued, nothing when nothing is.
+
+        What is left is written to a new book before the old one goes, so a kill at any
+        point leaves every queued write in one of them (a duplicate commits nothing).
+        """
+        if self._book is None or self._book[0] != os.getpid():
+            return
+        _pid, fd, path = self._book
+        left = [*self._failed, *self._pending.values()]
+        if not left:
+            with suppress(OSError):
+                os.ftruncate(fd, 0)
+            return
+        self._book = None
+        try:
+            for batch in left:
+                for message in batch.messages or [""]:
+                    self._note(sorted(batch.paths), batch.actor, message)
+        finally:
+            with suppress(OSError):
+                path.unlink()
+            with suppress(OSError):
+                os.close(fd)
+
+    def _close_book(self) -> None:
+        """Remove an empty book; keep one that names writes still queued (the next open
+        commits them)."""
+        book, self._book = self._book, None
+        if book is None or book[0] != os.getpid():
+            return
+        _pid, fd, path = book
+        with self._mutex:
+            left = self._failed or self._pending
+        if not left:
+            with suppress(OSError):
+                path.unlink()
+        with suppress(OSError):
+            os.close(fd)
+
+    def recover_books(self) -> list[str]:
+        """Queue again what the books of dead processes name; returns those paths.
+
+        Their writes were acknowledged, so they are committed even though the process that
+        queued them died before its flush. Each book is removed once its entries are in
+        this process's queue (and book); the caller flushes.
+        """
+        named: list[str] = []
+        for path, fd in journal.locked_owners(journal.folder(self.root), BOOK_SUFFIX):
+            for actor, message, paths in _book_entries(journal.read_all(fd)):
+                with self._mutex:  # queued without a flush: the caller flushes them all once
+                    self._note(paths, actor, message)
+                    entry = self._pending.setdefault(actor, _Batch(actor))
+                    entry.paths.update(paths)
+                    if message not in entry.messages:
+                        entry.messages.append(message)
+                named += paths
+            with suppress(FileNotFoundError):
+                path.unlink()
+        return list(dict.fromkeys(named))
+
+    def queue_quietly(self, paths: list[str], actor: str, message: str) -> None:
+        """Queue, and keep a failed commit queued without raising (logged on memdir.git).
+
+        For writes that are already done: the write stands, its commit comes later.
+        """
+        try:
+            self.queue(paths, actor, message)
+        except GitError as exc:
+            log.error("git commit failed; the write is kept and its commit retried: %s", exc)
 
     def commit_now(self, paths: list[str], actor: str, message: str) -> None:
         """Commit these paths at once, in one commit, after anything already queued.
@@ -297,6 +398,7 @@ class GitLog:
         except BaseException:
             with self._mutex:
                 self._failed.append(batch)
+                self._note(sorted(batch.paths), actor, message)
             raise
 
     def _commit_batch(self, paths: list[str], actor: str, messages: list[str]) -> None:
@@ -394,6 +496,16 @@ class GitLog:
             check=False,
         ).stdout
         return {os.fsdecode(name) for name in out.split(b"\0") if name}
+
+
+def _book_entries(blob: bytes) -> Iterator[tuple[str, str, list[str]]]:
+    """(actor, message, paths) of each whole line of a book; a torn last line is skipped."""
+    for line in blob.split(b"\n"):
+        try:
+            entry = json.loads(line.decode("utf-8", "surrogateescape"))
+            yield str(entry["actor"]), str(entry["message"]), [str(p) for p in entry["paths"]]
+        except (ValueError, KeyError, TypeError):
+            continue
 
 
 def clear_stale_index_lock(root: Path) -> bool:

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -22,6 +23,7 @@ from typing import Any
 from . import frontmatter, paths, provenance, undo
 from .errors import (
     Conflict,
+    GitError,
     InvalidDocument,
     InvalidInput,
     NotFound,
@@ -38,6 +40,8 @@ from .locks import FileLock
 from .settings import Settings, config_path, default_config_toml
 from .text import actor_name as checked_actor
 from .text import lone_surrogate
+
+log = logging.getLogger("memdir.store")
 
 ROOT_ENV = "MEMDIR_ROOT"
 LOCK_STRIPES = 64
@@ -274,6 +278,18 @@ class Store:
             with self.lock():
                 for _verb, restored, _kept in undo.recover(self.root, atomic_write):
                     self.put_back += restored
+        if self.settings.store.git_commit and self.git.enabled:
+            # Writes a dead process acknowledged but had not committed yet (memdir.gitlog).
+            booked = self.git.recover_books()
+            if booked:
+                try:
+                    self.git.flush()
+                except GitError as exc:
+                    log.error("recovered writes stay queued for git: %s", exc)
+            named += booked
+        # The index learns the files recovery wrote, and those a dead writer may have
+        # renamed into place before it indexed them (so doctor agrees right away).
+        self.put_back += named
 
     # -- creation ---------------------------------------------------------------
 
@@ -653,7 +669,7 @@ class Store:
 
     def _queue_commit(self, rels: list[str], actor: str, message: str) -> None:
         """Queue a commit of a write that is done; never raises: a commit git cannot make
-        now stays queued and is retried (memdir.gitlog)."""
+        now stays queued (and in the journal) and is retried (memdir.gitlog)."""
         if self.settings.store.git_commit:
             self.git.queue_quietly(rels, actor, message)
 
