@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import committed
+from conftest import committed, run_cli
 from memdir.service import Memory
 
 WRITER = textwrap.dedent(
@@ -58,3 +58,38 @@ def test_a_killed_writers_acknowledged_writes_are_committed_on_open(store_root: 
     assert authors == ["writer"]
     assert git(store_root, "status", "--porcelain").splitlines() == ["?? notes/hand.md"]
     assert list((store_root / ".memdir" / "journal").glob("*.commits")) == []
+
+
+CRASH = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from memdir.store import Store
+    from memdir.settings import load
+    root = Path(sys.argv[1])
+    store = Store(root, load(root, {"store": {"git_batch_seconds": 600}}))
+    for n in range(3):
+        store.write_files([(f"notes/c{n}.md", f"# crash {n}\\n")])
+    (root / "wiki" / f".page.md.{os.getpid()}-abcd1234.tmp").write_text("half an article")
+    os._exit(0)  # killed: no close, no flush
+    """
+)
+
+
+def test_the_first_doctor_after_a_crash_is_clean_and_dead_temp_files_go(
+    store_root: Path,
+) -> None:
+    live = store_root / "wiki" / f".live.md.{os.getpid()}-abcd1234.tmp"
+    live.write_text("a live writer's file")
+    assert run_cli("reindex", cwd=store_root).returncode == 0
+    env = dict(os.environ)
+    env.pop("MEMDIR_ROOT", None)
+    subprocess.run([sys.executable, "-c", CRASH, str(store_root)], env=env, check=True)
+    (store_root / "notes" / "c0.md").unlink()  # what a power loss may leave
+    [orphan] = (store_root / "wiki").glob(".page.md.*.tmp")
+    doctor = run_cli("doctor", cwd=store_root)
+    assert doctor.returncode == 0, doctor.stdout.decode() + doctor.stderr.decode()
+    assert (store_root / "notes" / "c0.md").read_text() == "# crash 0\n"
+    assert not orphan.exists()
+    assert live.read_text() == "a live writer's file"
+    assert {f"notes/c{n}.md" for n in range(3)} <= set(committed(store_root))

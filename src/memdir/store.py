@@ -8,6 +8,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -46,6 +47,8 @@ log = logging.getLogger("memdir.store")
 ROOT_ENV = "MEMDIR_ROOT"
 LOCK_STRIPES = 64
 TEMP_NAME_BYTES = 40  # of the target's name kept in its temp file's name
+TEMP_SUFFIX = ".tmp"
+_TEMP_OWNER = re.compile(r"^\..*\.(\d+)-[^.]+\.tmp$")
 STORE_FOLDERS = (
     "inbox",
     "quarantine",
@@ -139,7 +142,10 @@ def _stage(target: Path, data: bytes) -> tuple[str, int]:
     _make_folder(target.parent)
     # The temp file's name must fit where the target's does: a name of 255 bytes is allowed.
     short = os.fsencode(target.name)[:TEMP_NAME_BYTES].decode("utf-8", errors="ignore")
-    fd, tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".tmp", dir=target.parent)
+    # The writer's pid in the name tells a dead writer's leftover from a live one's file.
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{short}.{os.getpid()}-", suffix=TEMP_SUFFIX, dir=target.parent
+    )
     try:
         view = memoryview(data)
         while view:
@@ -243,6 +249,39 @@ def atomic_write_many(items: list[tuple[Path, bytes]], *, durable: bool = True) 
         sync_folders(target for _tmp, target in staged)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_dead_temp_files(root: Path) -> list[str]:
+    """Remove the temp files (``.<name>.<pid>-<random>.tmp``) of writers that are gone.
+
+    A writer killed between staging and renaming leaves one; a live writer's (its pid
+    runs) is kept. Walks the store outside ``.git`` and ``.memdir``; run after a crash.
+    """
+    removed: list[str] = []
+    for folder, dirs, names in os.walk(root):
+        if folder == os.fspath(root):
+            dirs[:] = [d for d in dirs if d not in (".git", ".memdir")]
+        for name in names:
+            found = _TEMP_OWNER.match(name)
+            if found is None or _alive(int(found.group(1))):
+                continue
+            path = os.path.join(folder, name)
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(os.path.relpath(path, root))
+    if removed:
+        log.warning("removed %d temp file(s) of writers that are gone", len(removed))
+    return removed
+
+
 class Store:
     """A memdir store rooted at ``root``. All writes go through here."""
 
@@ -273,8 +312,10 @@ class Store:
         named = recover(self.root, write)
         if named:
             self._queue_commit(named, "memdir", f"recover {len(named)} journaled writes")
+        crashed = bool(named)
         if undo.pending(self.root):
             # Engine runs whose process died before they committed are put back (memdir.undo).
+            crashed = True
             with self.lock():
                 for _verb, restored, _kept in undo.recover(self.root, atomic_write):
                     self.put_back += restored
@@ -282,6 +323,7 @@ class Store:
             # Writes a dead process acknowledged but had not committed yet (memdir.gitlog).
             booked = self.git.recover_books()
             if booked:
+                crashed = True
                 try:
                     self.git.flush()
                 except GitError as exc:
@@ -290,6 +332,8 @@ class Store:
         # The index learns the files recovery wrote, and those a dead writer may have
         # renamed into place before it indexed them (so doctor agrees right away).
         self.put_back += named
+        if crashed:
+            remove_dead_temp_files(self.root)
 
     # -- creation ---------------------------------------------------------------
 
