@@ -93,3 +93,31 @@ def test_the_first_doctor_after_a_crash_is_clean_and_dead_temp_files_go(
     assert not orphan.exists()
     assert live.read_text() == "a live writer's file"
     assert {f"notes/c{n}.md" for n in range(3)} <= set(committed(store_root))
+
+
+MIDWRITE = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from memdir.store import Store
+    from memdir.settings import load
+    root = Path(sys.argv[1])
+    store = Store(root, load(root))
+    # killed after the rename of its first write, before anything indexed or queued it
+    store.write_files(
+        [("notes/renamed.md", "# Renamed\\n\\nthen killed\\n")],
+        after_rename=lambda _written: os._exit(0),
+    )
+    """
+)
+
+
+def test_a_writer_killed_in_its_first_write_leaves_the_index_in_step(store_root: Path) -> None:
+    assert run_cli("reindex", cwd=store_root).returncode == 0
+    env = dict(os.environ)
+    env.pop("MEMDIR_ROOT", None)
+    subprocess.run([sys.executable, "-c", MIDWRITE, str(store_root)], env=env, check=True)
+    doctor = run_cli("doctor", cwd=store_root)
+    assert doctor.returncode == 0, doctor.stdout.decode() + doctor.stderr.decode()
+    found = run_cli("search", "renamed then killed", "--mode", "bm25", cwd=store_root)
+    assert b"notes/renamed.md" in found.stdout

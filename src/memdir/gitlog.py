@@ -346,15 +346,25 @@ class GitLog:
         with suppress(OSError):
             os.close(fd)
 
-    def recover_books(self) -> list[str]:
-        """Queue again what the books of dead processes name; returns those paths.
+    def open_book(self) -> None:
+        """Open this process's book now (before a write): a writer killed in the middle of
+        its first write then leaves a book, which tells the next open that it died."""
+        if self.enabled:
+            with self._mutex:
+                self._book_fd()
+
+    def recover_books(self) -> tuple[int, list[str]]:
+        """Queue again what the books of dead processes name; returns how many books there
+        were and the paths they name.
 
         Their writes were acknowledged, so they are committed even though the process that
         queued them died before its flush. Each book is removed once its entries are in
         this process's queue (and book); the caller flushes.
         """
         named: list[str] = []
+        books = 0
         for path, fd in journal.locked_owners(journal.folder(self.root), BOOK_SUFFIX):
+            books += 1
             for actor, message, paths in _book_entries(journal.read_all(fd)):
                 with self._mutex:  # queued without a flush: the caller flushes them all once
                     self._note(paths, actor, message)
@@ -365,7 +375,7 @@ class GitLog:
                 named += paths
             with suppress(FileNotFoundError):
                 path.unlink()
-        return list(dict.fromkeys(named))
+        return books, list(dict.fromkeys(named))
 
     def queue_quietly(self, paths: list[str], actor: str, message: str) -> None:
         """Queue, and keep a failed commit queued without raising (logged on memdir.git).

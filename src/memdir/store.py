@@ -297,6 +297,7 @@ class Store:
         self.git = GitLog(root, settings.store.git_batch_seconds, lock_timeout=timeout * 2)
         self._journal = Journal(root)
         self.put_back: list[str] = []  # files put back by recovery, for the index to sync
+        self.crashed = False  # a writer died: opening the store syncs the whole index
         self._recover()
 
     def _recover(self) -> None:
@@ -321,9 +322,9 @@ class Store:
                     self.put_back += restored
         if self.settings.store.git_commit and self.git.enabled:
             # Writes a dead process acknowledged but had not committed yet (memdir.gitlog).
-            booked = self.git.recover_books()
+            books, booked = self.git.recover_books()
+            crashed = crashed or books > 0
             if booked:
-                crashed = True
                 try:
                     self.git.flush()
                 except GitError as exc:
@@ -333,6 +334,7 @@ class Store:
         # renamed into place before it indexed them (so doctor agrees right away).
         self.put_back += named
         if crashed:
+            self.crashed = True
             remove_dead_temp_files(self.root)
 
     # -- creation ---------------------------------------------------------------
@@ -569,6 +571,7 @@ class Store:
             provenance_value=provenance_value,
             markdown_only=markdown_only,
         )
+        self._announce()
         with self.lock(norm):
             existed = target.is_file()
             if if_match is not None:
@@ -611,6 +614,7 @@ class Store:
             )
             for rel, content in files
         ]
+        self._announce()
         durable = self.durable
         journaled = durable and not any(os.path.lexists(t) for _n, t, _r in prepared)
         if journaled:
@@ -690,6 +694,7 @@ class Store:
             new_text = frontmatter.edit(text, mutate)
             raw = self._check_content(norm, new_text)
             if new_text != text:
+                self._announce()
                 atomic_write(target, raw, durable=self.durable)
         result = WriteResult(norm, content_hash(raw), len(raw), created=False)
         if new_text != text:
@@ -710,6 +715,12 @@ class Store:
             self._journal.checkpoint()
         self._queue_commit([norm], checked_actor(actor), message or f"delete {norm}")
         return norm
+
+    def _announce(self) -> None:
+        """Before a write: leave the sign (a locked book) that tells the next open of the
+        store whether this process died in the middle of one (memdir.gitlog)."""
+        if self.settings.store.git_commit:
+            self.git.open_book()
 
     def _queue_commit(self, rels: list[str], actor: str, message: str) -> None:
         """Queue a commit of a write that is done; never raises: a commit git cannot make
