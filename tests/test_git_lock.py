@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from conftest import committed
+from conftest import committed, run_cli
 from memdir import journal
 from memdir.service import Memory
 
@@ -49,3 +49,20 @@ def test_a_live_index_lock_is_kept_and_the_writes_are_acknowledged_whole(mem: Me
         lock.unlink()
     mem.store.commit_pending()  # the queued commits go in once git is free
     assert {written.path, turn.path} <= set(committed(mem.root))
+
+
+def test_a_cli_write_while_git_is_busy_succeeds_and_is_committed_at_the_next_open(
+    store_root: Path,
+) -> None:
+    lock = stale_lock(store_root)
+    holder = os.open(lock, os.O_RDONLY)  # git is busy for the whole command
+    try:
+        done = run_cli("write", "notes/c.md", "--actor", "cy", cwd=store_root, stdin=b"# C\n")
+        assert done.returncode == 0, done.stderr.decode()
+        assert (store_root / "notes" / "c.md").read_text() == "# C\n"
+        assert "notes/c.md" not in committed(store_root)
+    finally:
+        os.close(holder)
+        lock.unlink()
+    Memory.open(store_root).close()  # the command's queued commit, from its book
+    assert "notes/c.md" in committed(store_root)

@@ -59,10 +59,12 @@ def test_a_failed_commit_keeps_its_paths_queued(
     log = GitLog(root)
     (root / "a.md").write_text("a")
     lock = root / ".git" / "index.lock"
-    lock.write_text("")  # another git holds the index
+    lock.write_text("")  # another git holds the index: it has the lock open
+    holder = os.open(lock, os.O_RDONLY)
     with pytest.raises(GitError):
         log.queue(["a.md"], "ana", "write a")
     assert "a.md" not in tracked(root)
+    os.close(holder)
     lock.unlink()
     log.flush()  # retried
     assert "a.md" in tracked(root)

@@ -31,8 +31,8 @@ so a write acknowledged before a kill -9 reaches git when the store is next open
 A ``git`` killed while it held ``.git/index.lock`` leaves the lock behind, and git then
 refuses every command. memdir runs git only under its own lock (``.memdir/git.lock``), so
 a lock file found while holding it belongs to no memdir process: when no process has it
-open and it is older than ``STALE_LOCK_SECONDS`` it is removed (and logged) before the
-commit (:func:`clear_stale_index_lock`).
+open and it is ``STALE_LOCK_SECONDS`` old (a younger one is waited for) it is removed (and
+logged) before the commit (:func:`clear_stale_index_lock`).
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class GitLog:
             if message not in entry.messages:
                 entry.messages.append(message)
             if not self._registered:
-                atexit.register(self.flush)
+                atexit.register(self._flush_at_exit)
                 self._registered = True
             if self.batch_seconds > 0:
                 # One waiter thread per quiet period: each write pushes the deadline back,
@@ -275,6 +275,12 @@ class GitLog:
                     self._rewrite_book()
             if errors:
                 raise errors[0]
+
+    def _flush_at_exit(self) -> None:
+        try:
+            self.flush()
+        except GitError as exc:  # the book keeps it: the next open of the store commits it
+            log.error("git commit failed at exit; the next open commits it: %s", exc)
 
     def close(self) -> None:
         try:
@@ -522,16 +528,23 @@ def clear_stale_index_lock(root: Path) -> bool:
     """Remove ``.git/index.lock`` when a killed git left it; True when one was removed.
 
     Call it holding memdir's git lock: then no memdir git runs, and a lock that no process
-    has open and that is older than ``STALE_LOCK_SECONDS`` belongs to a git that is gone
-    (git keeps the file open from creating it until it renames it into place).
+    has open belongs to a git that is gone (git keeps the file open from creating it until
+    it renames it into place); one younger than ``STALE_LOCK_SECONDS`` is waited for first,
+    as a git may be between closing and renaming it.
     """
     lock = root / ".git" / "index.lock"
     try:
         age = time.time() - lock.stat().st_mtime
     except FileNotFoundError:
         return False
-    if age < STALE_LOCK_SECONDS or _held_open(lock):
+    if _held_open(lock):
         return False
+    if age < STALE_LOCK_SECONDS:
+        # Closed but young: a git between closing and renaming it, or one killed just now.
+        time.sleep(STALE_LOCK_SECONDS - age)
+        if not lock.exists() or _held_open(lock):
+            return False
+        age = STALE_LOCK_SECONDS
     with suppress(FileNotFoundError):
         lock.unlink()
         log.warning("removed a stale %s (%.0f s old, no process had it open)", lock, age)

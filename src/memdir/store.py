@@ -734,7 +734,11 @@ class Store:
     def close(self) -> None:
         """Sync and remove the journal, commit what is queued, release the lock files."""
         self._journal.close()
-        self.git.close()
+        try:
+            self.git.close()
+        except GitError as exc:
+            # The writes are done; their book keeps the commit for the next open.
+            log.error("git commit failed at close; the next open commits it: %s", exc)
         for lock in (self._lock, *self._stripes):
             lock.close()
 
