@@ -136,10 +136,13 @@ def run_git(
     actor: str = "memdir",
     check: bool = True,
     stdin: str | bytes | None = None,
+    keep: tuple[int, ...] = (),
 ) -> str:
     """Run git in ``root`` as ``actor``; its output, decoded (bytes that are not UTF-8 as U+FFFD).
 
     A ``str`` stdin is encoded as UTF-8 (file names from the file system keep their bytes).
+    ``keep``: descriptors git inherits (memdir's git lock, so a git outliving its caller
+    still holds it).
     """
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
     try:
@@ -149,6 +152,7 @@ def run_git(
             capture_output=True,
             env=_identity_env(actor),
             check=False,
+            pass_fds=keep,
         )
     except FileNotFoundError:
         raise GitError("git is not installed; set store.git_commit = false") from None
@@ -447,10 +451,16 @@ class GitLog:
                 *_FROM_STDIN,
                 stdin=_nul_list(paths),
                 check=False,
+                keep=self._keep(),
             )
             if isinstance(exc, GitError):
                 raise
             raise GitError(f"git commit failed: {exc}") from exc
+
+    def _keep(self) -> tuple[int, ...]:
+        """The git lock's descriptor of this thread, for the git it runs to inherit."""
+        fd = self._lock.held_fd()
+        return () if fd is None else (fd,)
 
     def _commit(self, paths: list[str], actor: str, message: str) -> None:
         # One ``git add`` reads every path from stdin (no argument limit, one pack). A path
@@ -461,7 +471,15 @@ class GitLog:
         missing = [p for p in named if p not in seen]
         if present:
             try:
-                run_git(self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor, stdin=_nul_list(present))
+                run_git(
+                    self.root,
+                    *_ADD,
+                    "-A",
+                    *_FROM_STDIN,
+                    actor=actor,
+                    stdin=_nul_list(present),
+                    keep=self._keep(),
+                )
             except GitError:
                 # git adds the rest but fails for a path .gitignore excludes: leave those out.
                 ignored = self._ignored(present)
@@ -470,8 +488,9 @@ class GitLog:
                 kept = [p for p in present if p not in ignored]
                 if kept:
                     run_git(
-                        self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor, stdin=_nul_list(kept)
-                    )
+                        self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor,
+                        stdin=_nul_list(kept), keep=self._keep(),
+                    )  # fmt: skip
         if missing:
             run_git(
                 self.root,
@@ -482,6 +501,7 @@ class GitLog:
                 "--ignore-unmatch",
                 *_FROM_STDIN,
                 stdin=_nul_list(missing),
+                keep=self._keep(),
             )
         env = _identity_env(actor)
         done = subprocess.run(
@@ -490,6 +510,7 @@ class GitLog:
             capture_output=True,
             env=env,
             check=False,
+            pass_fds=self._keep(),
         )
         if done.returncode != 0:
             # Nothing to commit is fine (another flush already committed these paths);
@@ -499,10 +520,19 @@ class GitLog:
                 capture_output=True,
                 env=env,
                 check=False,
+                pass_fds=self._keep(),
             )
             if staged.returncode != 0:
                 reason = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
                 raise GitError(f"git commit failed: {reason}")
+            # Nothing staged: make sure that is because the paths are committed, not because
+            # the staged entries were lost (an index rewritten by a git killed beside us).
+            left = run_git(
+                self.root, *_ADD, "-A", "--dry-run", "--ignore-missing", *_FROM_STDIN,
+                stdin=_nul_list(named), check=False, keep=self._keep(),
+            )  # fmt: skip
+            if left.strip():
+                raise GitError(f"git commit made nothing, yet {len(named)} path(s) differ")
 
     def _ignored(self, paths: list[str]) -> set[str]:
         out = subprocess.run(
@@ -510,6 +540,7 @@ class GitLog:
             input=_nul_list(paths),
             capture_output=True,
             check=False,
+            pass_fds=self._keep(),
         ).stdout
         return {os.fsdecode(name) for name in out.split(b"\0") if name}
 
