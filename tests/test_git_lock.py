@@ -66,3 +66,14 @@ def test_a_cli_write_while_git_is_busy_succeeds_and_is_committed_at_the_next_ope
         lock.unlink()
     Memory.open(store_root).close()  # the command's queued commit, from its book
     assert "notes/c.md" in committed(store_root)
+
+
+def test_a_stale_head_lock_of_a_killed_commit_is_cleared(mem: Memory) -> None:
+    """git commit killed between locking HEAD and renaming the lock leaves HEAD.lock (and
+    the branch's lock): every later commit fails until they go."""
+    for lock in (mem.root / ".git" / "HEAD.lock", mem.root / ".git" / "refs/heads/main.lock"):
+        lock.write_text("0" * 40 + "\n")
+        os.utime(lock, (time.time() - 30, time.time() - 30))
+    mem.write("notes/h.md", "# H\n\nafter a killed commit\n", actor="ana")
+    assert "notes/h.md" in committed(mem.root)
+    assert not (mem.root / ".git" / "HEAD.lock").exists()

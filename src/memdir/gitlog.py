@@ -25,14 +25,16 @@ after committing the other batches. A background flush, and the flush before
 The queue survives a crash. Each queued write is also appended to this process's book,
 ``.memdir/journal/<pid>-<random>.commits`` (held under an exclusive ``flock``, one JSON
 line per write: actor, message, paths); a flush that leaves nothing queued empties it.
-Opening a store commits what the books of dead processes name (:func:`pending_books`),
-so a write acknowledged before a kill -9 reaches git when the store is next opened.
+Opening a store commits what the books of dead processes name
+(:meth:`GitLog.recover_books`), so a write acknowledged before a kill -9 reaches git when
+the store is next opened.
 
-A ``git`` killed while it held ``.git/index.lock`` leaves the lock behind, and git then
-refuses every command. memdir runs git only under its own lock (``.memdir/git.lock``), so
-a lock file found while holding it belongs to no memdir process: when no process has it
-open and it is ``STALE_LOCK_SECONDS`` old (a younger one is waited for) it is removed (and
-logged) before the commit (:func:`clear_stale_index_lock`).
+A ``git`` killed while it held ``.git/index.lock`` (or ``HEAD.lock``, a branch's lock)
+leaves the lock behind, and git then refuses every command. memdir runs git only under its
+own lock (``.memdir/git.lock``), and each git it runs inherits that lock, so a lock file
+found while holding it belongs to no memdir git: when no process has it open and it is
+``STALE_LOCK_SECONDS`` old (a younger one is waited for) it is removed (and logged) before
+the commit (:func:`clear_stale_git_locks`).
 """
 
 from __future__ import annotations
@@ -264,7 +266,7 @@ class GitLog:
             committed: set[int] = set()
             try:
                 with self._lock.hold():
-                    clear_stale_index_lock(self.root)
+                    clear_stale_git_locks(self.root)
                     for n, batch in enumerate(batches):
                         try:
                             self._commit_batch(sorted(batch.paths), batch.actor, batch.messages)
@@ -413,7 +415,7 @@ class GitLog:
         batch = _Batch(actor, set(paths), [message])
         try:
             with self._lock.hold():
-                clear_stale_index_lock(self.root)
+                clear_stale_git_locks(self.root)
                 self._commit_batch(sorted(batch.paths), actor, batch.messages)
         except BaseException:
             with self._mutex:
@@ -555,32 +557,44 @@ def _book_entries(blob: bytes) -> Iterator[tuple[str, str, list[str]]]:
             continue
 
 
-def clear_stale_index_lock(root: Path) -> bool:
-    """Remove ``.git/index.lock`` when a killed git left it; True when one was removed.
+def clear_stale_git_locks(root: Path) -> list[Path]:
+    """Remove the lock files a killed git left (``index.lock``, ``HEAD.lock``, the current
+    branch's ``.lock``, ``packed-refs.lock``): while one is there git refuses to commit.
+    Returns those removed.
 
-    Call it holding memdir's git lock: then no memdir git runs, and a lock that no process
-    has open belongs to a git that is gone (git keeps the file open from creating it until
-    it renames it into place); one younger than ``STALE_LOCK_SECONDS`` is waited for first,
-    as a git may be between closing and renaming it.
+    Call it holding memdir's git lock: every git memdir runs holds it too (it inherits the
+    descriptor), so no memdir git runs, and a lock that no process has open belongs to a
+    git that is gone. One younger than ``STALE_LOCK_SECONDS`` is waited for first: a git of
+    the user's may be between closing it and renaming it into place.
     """
-    lock = root / ".git" / "index.lock"
-    try:
-        age = time.time() - lock.stat().st_mtime
-    except FileNotFoundError:
-        return False
-    if _held_open(lock):
-        return False
-    if age < STALE_LOCK_SECONDS:
-        # Closed but young: a git between closing and renaming it, or one killed just now.
-        time.sleep(STALE_LOCK_SECONDS - age)
+    git_dir = root / ".git"
+    candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
+    with suppress(OSError, UnicodeDecodeError):
+        head = (git_dir / "HEAD").read_text().strip()
+        if head.startswith("ref: refs/"):
+            candidates.append(git_dir / (head[5:] + ".lock"))
+    found: dict[Path, float] = {}
+    for lock in candidates:
+        with suppress(FileNotFoundError):
+            found[lock] = time.time() - lock.stat().st_mtime
+    if not found:
+        return []
+    young = max(STALE_LOCK_SECONDS - age for age in found.values())
+    if young > 0:
+        time.sleep(young)
+    removed: list[Path] = []
+    for lock, age in found.items():
         if not lock.exists() or _held_open(lock):
-            return False
-        age = STALE_LOCK_SECONDS
-    with suppress(FileNotFoundError):
-        lock.unlink()
-        log.warning("removed a stale %s (%.0f s old, no process had it open)", lock, age)
-        return True
-    return False
+            continue
+        with suppress(FileNotFoundError):
+            lock.unlink()
+            removed.append(lock)
+            log.warning(
+                "removed a stale %s (%.0f s old, no process had it open)",
+                lock,
+                max(age, STALE_LOCK_SECONDS),
+            )
+    return removed
 
 
 def _held_open(path: Path) -> bool:
