@@ -121,3 +121,36 @@ def test_a_writer_killed_in_its_first_write_leaves_the_index_in_step(store_root:
     assert doctor.returncode == 0, doctor.stdout.decode() + doctor.stderr.decode()
     found = run_cli("search", "renamed then killed", "--mode", "bm25", cwd=store_root)
     assert b"notes/renamed.md" in found.stdout
+
+
+COMMITTED_THEN_KILLED = textwrap.dedent(
+    """
+    import os, sys
+    from memdir.service import Memory
+    mem = Memory.open(sys.argv[1])
+    mem.index.sync_paths = lambda *_a: os._exit(0)  # killed after the commit, before the index
+    mem.write("notes/late.md", "# Late\\n\\ncommitted, never indexed\\n", actor="ana")
+    """
+)
+RECOVERER_KILLED = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from memdir.settings import load
+    from memdir.store import Store
+    root = Path(sys.argv[1])
+    Store(root, load(root))  # recovery runs; killed before its index sync
+    os._exit(0)
+    """
+)
+
+
+def test_a_recovery_killed_before_its_index_sync_is_redone(store_root: Path) -> None:
+    assert run_cli("reindex", cwd=store_root).returncode == 0
+    env = dict(os.environ)
+    env.pop("MEMDIR_ROOT", None)
+    for child in (COMMITTED_THEN_KILLED, RECOVERER_KILLED):
+        subprocess.run([sys.executable, "-c", child, str(store_root)], env=env, check=True)
+    assert "notes/late.md" in committed(store_root)
+    doctor = run_cli("doctor", cwd=store_root)
+    assert doctor.returncode == 0, doctor.stdout.decode() + doctor.stderr.decode()

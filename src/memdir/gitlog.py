@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import journal
-from .errors import GitError
+from .errors import Conflict, GitError
 from .locks import FileLock
 
 BOOK_SUFFIX = ".commits"
@@ -285,7 +285,7 @@ class GitLog:
     def _flush_at_exit(self) -> None:
         try:
             self.flush()
-        except GitError as exc:  # the book keeps it: the next open of the store commits it
+        except (GitError, Conflict) as exc:  # the book keeps it: the next open commits it
             log.error("git commit failed at exit; the next open commits it: %s", exc)
 
     def close(self) -> None:
@@ -396,7 +396,7 @@ class GitLog:
         """
         try:
             self.queue(paths, actor, message)
-        except GitError as exc:
+        except (GitError, Conflict) as exc:  # git refused it, or its lock timed out
             log.error("git commit failed; the write is kept and its commit retried: %s", exc)
 
     def commit_now(self, paths: list[str], actor: str, message: str) -> None:

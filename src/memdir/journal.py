@@ -185,6 +185,14 @@ def locked_owners(where: Path, suffix: str) -> Iterator[tuple[Path, int]]:
             os.close(fd)
 
 
+def any_dead_owner(where: Path, suffixes: tuple[str, ...]) -> bool:
+    """Whether a file named ``*suffix`` in ``where`` belongs to a process that is gone."""
+    for suffix in suffixes:
+        for _path, _fd in locked_owners(where, suffix):
+            return True
+    return False
+
+
 def read_all(fd: int) -> bytes:
     with open(fd, "rb", closefd=False) as handle:
         handle.seek(0)

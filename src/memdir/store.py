@@ -34,8 +34,8 @@ from .errors import (
     TooLarge,
     UnsafePath,
 )
-from .gitlog import GitLog, run_git
-from .journal import Journal, recover, tombstone
+from .gitlog import BOOK_SUFFIX, GitLog, run_git
+from .journal import Journal, any_dead_owner, recover, tombstone
 from .journal import folder as journal_folder
 from .locks import FileLock
 from .settings import Settings, config_path, default_config_toml
@@ -302,8 +302,13 @@ class Store:
 
     def _recover(self) -> None:
         """Replay what crashed writers journaled but may not have on disk (memdir.journal)."""
-        if not os.path.isdir(journal_folder(self.root)):
+        where = journal_folder(self.root)
+        if not os.path.isdir(where):
             return
+        if any_dead_owner(where, (".log", undo.SUFFIX, BOOK_SUFFIX)):
+            # This process's own book, before it consumes the dead ones: if it dies before
+            # the recovery (and the index sync after it) is done, the next open sees it.
+            self._announce()
 
         def write(rel: str, data: bytes) -> None:
             norm, target = self.resolve(rel)
@@ -327,7 +332,7 @@ class Store:
             if booked:
                 try:
                     self.git.flush()
-                except GitError as exc:
+                except (GitError, Conflict) as exc:
                     log.error("recovered writes stay queued for git: %s", exc)
             named += booked
         # The index learns the files recovery wrote, and those a dead writer may have
@@ -736,7 +741,7 @@ class Store:
         self._journal.close()
         try:
             self.git.close()
-        except GitError as exc:
+        except (GitError, Conflict) as exc:
             # The writes are done; their book keeps the commit for the next open.
             log.error("git commit failed at close; the next open commits it: %s", exc)
         for lock in (self._lock, *self._stripes):
