@@ -113,3 +113,52 @@ def toy() -> Iterator[None]:
     yield
     manager().unregister(plugin)
     embeddings.clear_cache()
+
+
+def serve_process(root: Path, log: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``memdir serve`` in a subprocess on a free loopback port, answering; (process, url)."""
+    import socket
+    import time
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    full_env = dict(os.environ, MEMDIR_EMBEDDINGS_ENABLED="false", **env)
+    full_env.pop("MEMDIR_ROOT", None)
+    with log.open("ab") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memdir", "--root", str(root), "serve", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=full_env,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode}: {log.read_text()}")
+        try:
+            httpx.get(f"{url}/v1/health", timeout=5)
+            return proc, url
+        except httpx.TransportError:
+            time.sleep(0.02)
+    proc.kill()
+    raise AssertionError("server did not answer")
+
+
+def files_holding(root: Path, needle: str) -> list[str]:
+    """Every file under ``root`` outside ``.git/`` whose bytes hold ``needle`` (as given or
+    lower-cased, as the full-text index folds it)."""
+    wanted = {needle.encode(), needle.lower().encode()}
+    found: list[str] = []
+    for folder, dirs, names in os.walk(root):
+        if Path(folder) == root:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in names:
+            path = Path(folder) / name
+            data = path.read_bytes()
+            if any(w in data for w in wanted):
+                found.append(path.relative_to(root).as_posix())
+    return sorted(found)

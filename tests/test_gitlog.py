@@ -59,10 +59,12 @@ def test_a_failed_commit_keeps_its_paths_queued(
     log = GitLog(root)
     (root / "a.md").write_text("a")
     lock = root / ".git" / "index.lock"
-    lock.write_text("")  # another git holds the index
+    lock.write_text("")  # another git holds the index: it has the lock open
+    holder = os.open(lock, os.O_RDONLY)
     with pytest.raises(GitError):
         log.queue(["a.md"], "ana", "write a")
     assert "a.md" not in tracked(root)
+    os.close(holder)
     lock.unlink()
     log.flush()  # retried
     assert "a.md" in tracked(root)
@@ -110,3 +112,29 @@ def test_a_flush_writes_one_pack_and_takes_paths_literally(tmp_path: Path) -> No
     )
     assert int(counts["in-pack"]) >= len(names)  # the blobs went into a pack
     assert int(counts["count"]) < len(names)  # loose: the commit and its trees only
+
+
+def test_a_commit_that_lost_its_staged_paths_stays_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A git killed beside memdir can put back an older index: the commit then finds
+    nothing staged, and the batch must not count as committed."""
+    root = Store.init(tmp_path / "s")
+    log = GitLog(root)
+    real = subprocess.run
+
+    def index_rewritten(args: list[str], **kwargs: object) -> object:
+        if "commit" in args:
+            real(["git", "-C", str(root), "reset", "-q"], check=True)  # the staging is gone
+            return subprocess.CompletedProcess(args, 1, b"", b"nothing added to commit")
+        return real(args, **kwargs)  # type: ignore[call-overload]
+
+    (root / "a.md").write_text("a")
+    monkeypatch.setattr(subprocess, "run", index_rewritten)
+    with pytest.raises(GitError, match="made nothing"):
+        log.queue(["a.md"], "ana", "write a")
+    monkeypatch.undo()
+    assert "a.md" not in tracked(root)
+    log.flush()  # retried, now committed
+    assert "a.md" in tracked(root)
+    log.close()

@@ -13,6 +13,7 @@ import pytest
 from conftest import committed
 from memdir import journal
 from memdir.service import Memory
+from memdir.settings import load
 from memdir.store import Store
 
 
@@ -144,3 +145,41 @@ def test_a_torn_last_record_ends_the_replay() -> None:
     broken = bytearray(one + two)
     broken[-1] ^= 0xFF
     assert journal.decode(bytes(broken)) == [[("a.md", b"A")]]
+
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from memdir.store import Store
+    from memdir.settings import load
+    root = Path(sys.argv[1])
+    store = Store(root, load(root))
+    store.write_files([("notes/gone.md", "# to be deleted\\n"), ("notes/kept.md", "# kept\\n")])
+    print("written", flush=True)
+    time.sleep(120)  # alive, journal held, until killed
+    """
+)
+
+
+def test_a_path_deleted_after_it_was_journaled_is_not_replayed(store_root: Path) -> None:
+    env = dict(os.environ)
+    env.pop("MEMDIR_ROOT", None)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(store_root)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == b"written\n"
+        other = Store(store_root, load(store_root))
+        other.delete("notes/gone.md")
+        other.close()
+    finally:
+        writer.kill()  # SIGKILL: its journal stays behind
+        writer.wait(timeout=30)
+    assert len(journals(store_root)) == 1
+    (store_root / "notes" / "kept.md").unlink()  # as a power loss may leave it
+    Memory.open(store_root).close()
+    assert not (store_root / "notes" / "gone.md").exists()  # deleted stays deleted
+    assert (store_root / "notes" / "kept.md").read_text() == "# kept\n"  # replayed
+    assert journals(store_root) == []
+    assert not (store_root / ".memdir" / "journal" / journal.TOMBSTONES).exists()

@@ -21,23 +21,45 @@ writes (which get batches and commits of their own), is retried first by
 every later flush, and that flush raises :class:`~memdir.errors.GitError`
 after committing the other batches. A background flush, and the flush before
 :meth:`GitLog.commit_now`, log such an error on the same logger instead.
+
+The queue survives a crash. Each queued write is also appended to this process's book,
+``.memdir/journal/<pid>-<random>.commits`` (held under an exclusive ``flock``, one JSON
+line per write: actor, message, paths); a flush that leaves nothing queued empties it.
+Opening a store commits what the books of dead processes name
+(:meth:`GitLog.recover_books`), so a write acknowledged before a kill -9 reaches git when
+the store is next opened.
+
+A ``git`` killed while it held ``.git/index.lock`` (or ``HEAD.lock``, a branch's lock)
+leaves the lock behind, and git then refuses every command. memdir runs git only under its
+own lock (``.memdir/git.lock``), and each git it runs inherits that lock, so a lock file
+found while holding it belongs to no memdir git: when no process has it open and it is
+``STALE_LOCK_SECONDS`` old (a younger one is waited for) it is removed (and logged) before
+the commit (:func:`clear_stale_git_locks`).
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import json
 import logging
 import os
 import re
+import secrets
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import claims
-from .errors import GitError
+from . import claims, journal
+from .errors import Conflict, GitError
 from .locks import FileLock
+
+BOOK_SUFFIX = ".commits"
+STALE_LOCK_SECONDS = 2.0  # git holds index.lock open while it works; a closed one this old is left
 
 MAX_DELAY_FACTOR = 10
 MAX_MESSAGE_CHARS = 4096  # one write's message
@@ -116,10 +138,13 @@ def run_git(
     actor: str = "memdir",
     check: bool = True,
     stdin: str | bytes | None = None,
+    keep: tuple[int, ...] = (),
 ) -> str:
     """Run git in ``root`` as ``actor``; its output, decoded (bytes that are not UTF-8 as U+FFFD).
 
     A ``str`` stdin is encoded as UTF-8 (file names from the file system keep their bytes).
+    ``keep``: descriptors git inherits (memdir's git lock, so a git outliving its caller
+    still holds it).
     """
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
     try:
@@ -129,6 +154,7 @@ def run_git(
             capture_output=True,
             env=_identity_env(actor),
             check=False,
+            pass_fds=keep,
         )
     except FileNotFoundError:
         raise GitError("git is not installed; set store.git_commit = false") from None
@@ -177,6 +203,7 @@ class GitLog:
         self._deadline = 0.0
         self._first = 0.0
         self._registered = False
+        self._book: tuple[int, int, Path] | None = None  # (pid, fd, path) of the queue on disk
 
     @property
     def enabled(self) -> bool:
@@ -187,12 +214,13 @@ class GitLog:
         if not self.enabled:
             return
         with self._mutex:
+            self._note(paths, actor, message)
             entry = self._pending.setdefault(actor, _Batch(actor))
             entry.paths.update(paths)
             if message not in entry.messages:
                 entry.messages.append(message)
             if not self._registered:
-                atexit.register(self.flush)
+                atexit.register(self._flush_at_exit)
                 self._registered = True
             if self.batch_seconds > 0:
                 # One waiter thread per quiet period: each write pushes the deadline back,
@@ -239,6 +267,7 @@ class GitLog:
             committed: set[int] = set()
             try:
                 with self._lock.hold():
+                    clear_stale_git_locks(self.root)
                     for n, batch in enumerate(batches):
                         try:
                             self._commit_batch(sorted(batch.paths), batch.actor, batch.messages)
@@ -248,15 +277,128 @@ class GitLog:
                             committed.add(n)
             finally:
                 left = [batch for n, batch in enumerate(batches) if n not in committed]
-                if left:
-                    with self._mutex:
-                        self._failed[:0] = left
+                with self._mutex:
+                    self._failed[:0] = left
+                    self._rewrite_book()
             if errors:
                 raise errors[0]
 
+    def _flush_at_exit(self) -> None:
+        try:
+            self.flush()
+        except (GitError, Conflict) as exc:  # the book keeps it: the next open commits it
+            log.error("git commit failed at exit; the next open commits it: %s", exc)
+
     def close(self) -> None:
-        self.flush()
-        self._lock.close()
+        try:
+            self.flush()
+        finally:
+            self._lock.close()
+            self._close_book()
+
+    # -- the book: the queue on disk, for the next open after a crash ----------------------
+
+    def _note(self, paths: list[str], actor: str, message: str) -> None:
+        """Append one queued write to this process's book (called under ``_mutex``)."""
+        line = json.dumps({"actor": actor, "message": message, "paths": list(paths)})
+        try:
+            fd = self._book_fd()
+            os.write(fd, line.encode("utf-8", "surrogateescape") + b"\n")
+        except OSError as exc:  # the queue in memory still holds it
+            log.warning("could not note a queued commit in the journal: %s", exc)
+
+    def _book_fd(self) -> int:
+        if self._book is not None and self._book[0] == os.getpid():
+            return self._book[1]
+        # A forked child gets a book of its own (the parent's lock is not its own).
+        where = journal.folder(self.root)
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"{os.getpid()}-{secrets.token_hex(4)}{BOOK_SUFFIX}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._book = (os.getpid(), fd, path)
+        return fd
+
+    def _rewrite_book(self) -> None:
+        """After a flush: the book holds what is still queued, nothing when nothing is.
+
+        What is left is written to a new book before the old one goes, so a kill at any
+        point leaves every queued write in one of them (a duplicate commits nothing).
+        """
+        if self._book is None or self._book[0] != os.getpid():
+            return
+        _pid, fd, path = self._book
+        left = [*self._failed, *self._pending.values()]
+        if not left:
+            with suppress(OSError):
+                os.ftruncate(fd, 0)
+            return
+        self._book = None
+        try:
+            for batch in left:
+                for message in batch.messages or [""]:
+                    self._note(sorted(batch.paths), batch.actor, message)
+        finally:
+            with suppress(OSError):
+                path.unlink()
+            with suppress(OSError):
+                os.close(fd)
+
+    def _close_book(self) -> None:
+        """Remove an empty book; keep one that names writes still queued (the next open
+        commits them)."""
+        book, self._book = self._book, None
+        if book is None or book[0] != os.getpid():
+            return
+        _pid, fd, path = book
+        with self._mutex:
+            left = self._failed or self._pending
+        if not left:
+            with suppress(OSError):
+                path.unlink()
+        with suppress(OSError):
+            os.close(fd)
+
+    def open_book(self) -> None:
+        """Open this process's book now (before a write): a writer killed in the middle of
+        its first write then leaves a book, which tells the next open that it died."""
+        if self.enabled:
+            with self._mutex:
+                self._book_fd()
+
+    def recover_books(self) -> tuple[int, list[str]]:
+        """Queue again what the books of dead processes name; returns how many books there
+        were and the paths they name.
+
+        Their writes were acknowledged, so they are committed even though the process that
+        queued them died before its flush. Each book is removed once its entries are in
+        this process's queue (and book); the caller flushes.
+        """
+        named: list[str] = []
+        books = 0
+        for path, fd in journal.locked_owners(journal.folder(self.root), BOOK_SUFFIX):
+            books += 1
+            for actor, message, paths in _book_entries(journal.read_all(fd)):
+                with self._mutex:  # queued without a flush: the caller flushes them all once
+                    self._note(paths, actor, message)
+                    entry = self._pending.setdefault(actor, _Batch(actor))
+                    entry.paths.update(paths)
+                    if message not in entry.messages:
+                        entry.messages.append(message)
+                named += paths
+            with suppress(FileNotFoundError):
+                path.unlink()
+        return books, list(dict.fromkeys(named))
+
+    def queue_quietly(self, paths: list[str], actor: str, message: str) -> None:
+        """Queue, and keep a failed commit queued without raising (logged on memdir.git).
+
+        For writes that are already done: the write stands, its commit comes later.
+        """
+        try:
+            self.queue(paths, actor, message)
+        except (GitError, Conflict) as exc:  # git refused it, or its lock timed out
+            log.error("git commit failed; the write is kept and its commit retried: %s", exc)
 
     def commit_now(self, paths: list[str], actor: str, message: str) -> None:
         """Commit these paths at once, in one commit, after anything already queued.
@@ -275,10 +417,12 @@ class GitLog:
         batch = _Batch(actor, set(paths), [message])
         try:
             with self._lock.hold():
+                clear_stale_git_locks(self.root)
                 self._commit_batch(sorted(batch.paths), actor, batch.messages)
         except BaseException:
             with self._mutex:
                 self._failed.append(batch)
+                self._note(sorted(batch.paths), actor, message)
             raise
 
     def _commit_batch(self, paths: list[str], actor: str, messages: list[str]) -> None:
@@ -311,10 +455,16 @@ class GitLog:
                 *_FROM_STDIN,
                 stdin=_nul_list(paths),
                 check=False,
+                keep=self._keep(),
             )
             if isinstance(exc, GitError):
                 raise
             raise GitError(f"git commit failed: {exc}") from exc
+
+    def _keep(self) -> tuple[int, ...]:
+        """The git lock's descriptor of this thread, for the git it runs to inherit."""
+        fd = self._lock.held_fd()
+        return () if fd is None else (fd,)
 
     def _commit(self, paths: list[str], actor: str, message: str) -> None:
         # One ``git add`` reads every path from stdin (no argument limit, one pack). A path
@@ -325,7 +475,15 @@ class GitLog:
         missing = [p for p in named if p not in seen]
         if present:
             try:
-                run_git(self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor, stdin=_nul_list(present))
+                run_git(
+                    self.root,
+                    *_ADD,
+                    "-A",
+                    *_FROM_STDIN,
+                    actor=actor,
+                    stdin=_nul_list(present),
+                    keep=self._keep(),
+                )
             except GitError:
                 # git adds the rest but fails for a path .gitignore excludes: leave those out.
                 ignored = self._ignored(present)
@@ -334,8 +492,9 @@ class GitLog:
                 kept = [p for p in present if p not in ignored]
                 if kept:
                     run_git(
-                        self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor, stdin=_nul_list(kept)
-                    )
+                        self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor,
+                        stdin=_nul_list(kept), keep=self._keep(),
+                    )  # fmt: skip
         if missing:
             run_git(
                 self.root,
@@ -346,6 +505,7 @@ class GitLog:
                 "--ignore-unmatch",
                 *_FROM_STDIN,
                 stdin=_nul_list(missing),
+                keep=self._keep(),
             )
         env = _identity_env(actor)
         done = subprocess.run(
@@ -354,6 +514,7 @@ class GitLog:
             capture_output=True,
             env=env,
             check=False,
+            pass_fds=self._keep(),
         )
         if done.returncode != 0:
             # Nothing to commit is fine (another flush already committed these paths);
@@ -363,10 +524,19 @@ class GitLog:
                 capture_output=True,
                 env=env,
                 check=False,
+                pass_fds=self._keep(),
             )
             if staged.returncode != 0:
                 reason = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
                 raise GitError(f"git commit failed: {reason}")
+            # Nothing staged: make sure that is because the paths are committed, not because
+            # the staged entries were lost (an index rewritten by a git killed beside us).
+            left = run_git(
+                self.root, *_ADD, "-A", "--dry-run", "--ignore-missing", *_FROM_STDIN,
+                stdin=_nul_list(named), check=False, keep=self._keep(),
+            )  # fmt: skip
+            if left.strip():
+                raise GitError(f"git commit made nothing, yet {len(named)} path(s) differ")
 
     def _ignored(self, paths: list[str]) -> set[str]:
         out = subprocess.run(
@@ -374,8 +544,81 @@ class GitLog:
             input=_nul_list(paths),
             capture_output=True,
             check=False,
+            pass_fds=self._keep(),
         ).stdout
         return {os.fsdecode(name) for name in out.split(b"\0") if name}
+
+
+def _book_entries(blob: bytes) -> Iterator[tuple[str, str, list[str]]]:
+    """(actor, message, paths) of each whole line of a book; a torn last line is skipped."""
+    for line in blob.split(b"\n"):
+        try:
+            entry = json.loads(line.decode("utf-8", "surrogateescape"))
+            yield str(entry["actor"]), str(entry["message"]), [str(p) for p in entry["paths"]]
+        except (ValueError, KeyError, TypeError):
+            continue
+
+
+def clear_stale_git_locks(root: Path) -> list[Path]:
+    """Remove the lock files a killed git left (``index.lock``, ``HEAD.lock``, the current
+    branch's ``.lock``, ``packed-refs.lock``): while one is there git refuses to commit.
+    Returns those removed.
+
+    Call it holding memdir's git lock: every git memdir runs holds it too (it inherits the
+    descriptor), so no memdir git runs, and a lock that no process has open belongs to a
+    git that is gone. One younger than ``STALE_LOCK_SECONDS`` is waited for first: a git of
+    the user's may be between closing it and renaming it into place.
+    """
+    git_dir = root / ".git"
+    candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
+    with suppress(OSError, UnicodeDecodeError):
+        head = (git_dir / "HEAD").read_text().strip()
+        if head.startswith("ref: refs/"):
+            candidates.append(git_dir / (head[5:] + ".lock"))
+    found: dict[Path, float] = {}
+    for lock in candidates:
+        with suppress(FileNotFoundError):
+            found[lock] = time.time() - lock.stat().st_mtime
+    if not found:
+        return []
+    young = max(STALE_LOCK_SECONDS - age for age in found.values())
+    if young > 0:
+        time.sleep(young)
+    removed: list[Path] = []
+    for lock, age in found.items():
+        if not lock.exists() or _held_open(lock):
+            continue
+        with suppress(FileNotFoundError):
+            lock.unlink()
+            removed.append(lock)
+            log.warning(
+                "removed a stale %s (%.0f s old, no process had it open)",
+                lock,
+                max(age, STALE_LOCK_SECONDS),
+            )
+    return removed
+
+
+def _held_open(path: Path) -> bool:
+    """Whether any process this user can see has ``path`` open (Linux /proc; True where
+    that cannot be told, so a lock is never taken from a live git)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return True
+    wanted = os.fspath(path.resolve())
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fds = os.scandir(os.path.join(entry.path, "fd"))
+        except OSError:
+            continue  # another user's process, or gone
+        with fds:
+            for fd in fds:
+                with suppress(OSError):
+                    if os.readlink(fd.path) == wanted:
+                        return True
+    return False
 
 
 def _commit_message(paths: list[str], actor: str, messages: list[str]) -> str:

@@ -16,6 +16,11 @@ again, durably, when it is missing, empty, or a truncated copy of the journaled 
 (what a power loss leaves of a write that was not synced). A file with other content
 is newer than the journal and kept. The replayed paths are queued for a git commit.
 
+A delete made through the store leaves a tombstone (``deleted.tsv``: the time and the
+path, synced) and empties this process's journal (:meth:`Journal.checkpoint`), so a purged
+file's bytes stay in no journal of this process, and replay never brings back a path
+deleted after its record was written (each record carries its time, ``at``).
+
 Record: ``MDJ1``, the payload's length and CRC-32 (two little-endian u32), the payload:
 a JSON header line ``{"files": [[path, size], ...]}`` then the bytes of each file. A
 torn last record (bad length or CRC) was never acknowledged and ends the replay.
@@ -29,6 +34,7 @@ import os
 import secrets
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
@@ -96,21 +102,59 @@ def frames(blob: bytes) -> Iterator[tuple[dict[str, Any], bytes]]:
 
 
 def encode(files: Sequence[tuple[str, bytes]]) -> bytes:
-    header = {"files": [[rel, len(data)] for rel, data in files]}
+    header = {"files": [[rel, len(data)] for rel, data in files], "at": time.time_ns()}
     return frame(header, b"".join(data for _rel, data in files))
 
 
 def decode(blob: bytes) -> list[list[tuple[str, bytes]]]:
     """Every whole record of a journal, in order (a torn tail is dropped)."""
-    records: list[list[tuple[str, bytes]]] = []
+    return [files for _at, files in _records(blob)]
+
+
+def _records(blob: bytes) -> Iterator[tuple[int, list[tuple[str, bytes]]]]:
+    """Each whole record as (its time in ns, 0 when it has none; its files)."""
     for header, rest in frames(blob):
         files: list[tuple[str, bytes]] = []
         at = 0
         for rel, length in header["files"]:
             files.append((str(rel), rest[at : at + int(length)]))
             at += int(length)
-        records.append(files)
-    return records
+        yield int(header.get("at", 0)), files
+
+
+TOMBSTONES = "deleted.tsv"
+
+
+def tombstone(root: Path, rels: Sequence[str]) -> None:
+    """Note that ``rels`` were deleted now (synced): replay must not bring them back."""
+    where = folder(root)
+    where.mkdir(parents=True, exist_ok=True)
+    stamp = time.time_ns()
+    lines = "".join(f"{stamp}\t{json.dumps(rel)}\n" for rel in rels).encode()
+    fd = os.open(where / TOMBSTONES, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, lines)  # one small append: whole even with writers in other processes
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def tombstones(root: Path) -> dict[str, int]:
+    """The time of the last delete of each path that has a tombstone."""
+    try:
+        text = (folder(root) / TOMBSTONES).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return {}
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        stamp, sep, name = line.partition("\t")
+        try:
+            rel, at = str(json.loads(name)), int(stamp)
+        except ValueError:
+            continue  # a torn last line
+        if sep:
+            found[rel] = max(at, found.get(rel, 0))
+    return found
 
 
 def locked_owners(where: Path, suffix: str) -> Iterator[tuple[Path, int]]:
@@ -139,6 +183,14 @@ def locked_owners(where: Path, suffix: str) -> Iterator[tuple[Path, int]]:
             yield path, fd
         finally:
             os.close(fd)
+
+
+def any_dead_owner(where: Path, suffixes: tuple[str, ...]) -> bool:
+    """Whether a file named ``*suffix`` in ``where`` belongs to a process that is gone."""
+    for suffix in suffixes:
+        for _path, _fd in locked_owners(where, suffix):
+            return True
+    return False
 
 
 def read_all(fd: int) -> bytes:
@@ -230,15 +282,28 @@ def recover(root: Path, write: Callable[[str, bytes], None]) -> list[str]:
     ``write(rel, data)`` writes one file durably (the store's atomic write).
     """
     named: list[str] = []
+    deleted = tombstones(root)
     for path, fd in locked_owners(folder(root), ".log"):
-        for files in decode(read_all(fd)):
+        for at, files in _records(read_all(fd)):
             for rel, data in files:
+                if deleted.get(rel, -1) >= at:
+                    continue  # deleted (or purged) after it was journaled: stays deleted
                 named.append(rel)
                 if _torn(root / rel, data):
                     write(rel, data)
         with suppress(FileNotFoundError):
             path.unlink()
+    _drop_tombstones(root)
     return list(dict.fromkeys(named))
+
+
+def _drop_tombstones(root: Path) -> None:
+    """Empty the tombstones once no journal is left that they could apply to."""
+    where = folder(root)
+    with suppress(FileNotFoundError):
+        if not any(name.endswith(".log") for name in os.listdir(where)):
+            with suppress(FileNotFoundError):
+                (where / TOMBSTONES).unlink()
 
 
 def _torn(target: Path, data: bytes) -> bool:

@@ -51,6 +51,13 @@ class FileLock:
             self._local.depth = 0
             fcntl.flock(fd, fcntl.LOCK_UN)
 
+    def held_fd(self) -> int | None:
+        """This thread's descriptor of the lock file while it holds the lock, else None."""
+        if not getattr(self._local, "depth", 0):
+            return None
+        fd: int | None = getattr(self._local, "fd", None)
+        return fd
+
     def _fd(self) -> int:
         """This thread's descriptor of the lock file, opened once and kept.
 

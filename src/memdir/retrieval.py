@@ -120,7 +120,8 @@ class RetrievalVerbs:
         purge: bool = False,
         actor: str | None = None,
     ) -> dict[str, Any]:
-        """Supersede or purge a document; a purge also drops its chunks, vectors and passages.
+        """Supersede or purge a document; a purge also drops its chunks, vectors and passages,
+        and scrubs the index files of its bytes (:meth:`memdir.index.Index.scrub`).
 
         (Superseding hides the document at once; its vectors go at the next vector sync.)
         """
@@ -132,6 +133,8 @@ class RetrievalVerbs:
 
             with self.index.transaction() as conn:
                 drop_unindexed(conn)
+            # No byte of it stays in the index: FTS segments, free pages, the WAL.
+            self.index.scrub()
         return result
 
     # -- the vector index --------------------------------------------------------------

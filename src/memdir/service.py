@@ -768,7 +768,9 @@ class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
         self._last_sync = 0.0
         self._sync_held = False
         self._watcher = None
-        if store.put_back:  # files of a run that died before its commit (memdir.undo)
+        if store.crashed:  # a writer died: what it renamed into place may be unindexed
+            index.sync()
+        elif store.put_back:  # files of a run that died before its commit (memdir.undo)
             index.sync_paths([p for p in store.put_back if not p.startswith(".memdir/")])
 
     @classmethod

@@ -6,7 +6,9 @@ import contextlib
 import errno
 import functools
 import hashlib
+import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -22,6 +24,7 @@ from typing import Any
 from . import frontmatter, paths, provenance, undo
 from .errors import (
     Conflict,
+    GitError,
     InvalidDocument,
     InvalidInput,
     NotFound,
@@ -31,17 +34,21 @@ from .errors import (
     TooLarge,
     UnsafePath,
 )
-from .gitlog import GitLog, run_git
-from .journal import Journal, recover
+from .gitlog import BOOK_SUFFIX, GitLog, run_git
+from .journal import Journal, any_dead_owner, recover, tombstone
 from .journal import folder as journal_folder
 from .locks import FileLock
 from .settings import Settings, config_path, default_config_toml
 from .text import actor_name as checked_actor
 from .text import lone_surrogate
 
+log = logging.getLogger("memdir.store")
+
 ROOT_ENV = "MEMDIR_ROOT"
 LOCK_STRIPES = 64
 TEMP_NAME_BYTES = 40  # of the target's name kept in its temp file's name
+TEMP_SUFFIX = ".tmp"
+_TEMP_OWNER = re.compile(r"^\..*\.(\d+)-[^.]+\.tmp$")
 STORE_FOLDERS = (
     "inbox",
     "quarantine",
@@ -137,7 +144,10 @@ def _stage(target: Path, data: bytes) -> tuple[str, int]:
     _make_folder(target.parent)
     # The temp file's name must fit where the target's does: a name of 255 bytes is allowed.
     short = os.fsencode(target.name)[:TEMP_NAME_BYTES].decode("utf-8", errors="ignore")
-    fd, tmp = tempfile.mkstemp(prefix=f".{short}.", suffix=".tmp", dir=target.parent)
+    # The writer's pid in the name tells a dead writer's leftover from a live one's file.
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{short}.{os.getpid()}-", suffix=TEMP_SUFFIX, dir=target.parent
+    )
     try:
         view = memoryview(data)
         while view:
@@ -241,6 +251,39 @@ def atomic_write_many(items: list[tuple[Path, bytes]], *, durable: bool = True) 
         sync_folders(target for _tmp, target in staged)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_dead_temp_files(root: Path) -> list[str]:
+    """Remove the temp files (``.<name>.<pid>-<random>.tmp``) of writers that are gone.
+
+    A writer killed between staging and renaming leaves one; a live writer's (its pid
+    runs) is kept. Walks the store outside ``.git`` and ``.memdir``; run after a crash.
+    """
+    removed: list[str] = []
+    for folder, dirs, names in os.walk(root):
+        if folder == os.fspath(root):
+            dirs[:] = [d for d in dirs if d not in (".git", ".memdir")]
+        for name in names:
+            found = _TEMP_OWNER.match(name)
+            if found is None or _alive(int(found.group(1))):
+                continue
+            path = os.path.join(folder, name)
+            with suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(os.path.relpath(path, root))
+    if removed:
+        log.warning("removed %d temp file(s) of writers that are gone", len(removed))
+    return removed
+
+
 class Store:
     """A memdir store rooted at ``root``. All writes go through here."""
 
@@ -256,12 +299,18 @@ class Store:
         self.git = GitLog(root, settings.store.git_batch_seconds, lock_timeout=timeout * 2)
         self._journal = Journal(root)
         self.put_back: list[str] = []  # files put back by recovery, for the index to sync
+        self.crashed = False  # a writer died: opening the store syncs the whole index
         self._recover()
 
     def _recover(self) -> None:
         """Replay what crashed writers journaled but may not have on disk (memdir.journal)."""
-        if not os.path.isdir(journal_folder(self.root)):
+        where = journal_folder(self.root)
+        if not os.path.isdir(where):
             return
+        if any_dead_owner(where, (".log", undo.SUFFIX, BOOK_SUFFIX)):
+            # This process's own book, before it consumes the dead ones: if it dies before
+            # the recovery (and the index sync after it) is done, the next open sees it.
+            self._announce()
 
         def write(rel: str, data: bytes) -> None:
             norm, target = self.resolve(rel)
@@ -271,11 +320,29 @@ class Store:
         named = recover(self.root, write)
         if named:
             self._queue_commit(named, "memdir", f"recover {len(named)} journaled writes")
+        crashed = bool(named)
         if undo.pending(self.root):
             # Engine runs whose process died before they committed are put back (memdir.undo).
+            crashed = True
             with self.lock():
                 for _verb, restored, _kept in undo.recover(self.root, atomic_write):
                     self.put_back += restored
+        if self.settings.store.git_commit and self.git.enabled:
+            # Writes a dead process acknowledged but had not committed yet (memdir.gitlog).
+            books, booked = self.git.recover_books()
+            crashed = crashed or books > 0
+            if booked:
+                try:
+                    self.git.flush()
+                except (GitError, Conflict) as exc:
+                    log.error("recovered writes stay queued for git: %s", exc)
+            named += booked
+        # The index learns the files recovery wrote, and those a dead writer may have
+        # renamed into place before it indexed them (so doctor agrees right away).
+        self.put_back += named
+        if crashed:
+            self.crashed = True
+            remove_dead_temp_files(self.root)
 
     # -- creation ---------------------------------------------------------------
 
@@ -515,6 +582,7 @@ class Store:
             provenance_value=None,  # appended under the lock, after the history is carried
             markdown_only=markdown_only,
         )
+        self._announce()
         with self.lock(norm):
             existed = target.is_file()
             if if_match is not None:
@@ -579,6 +647,7 @@ class Store:
             )
             for rel, content in files
         ]
+        self._announce()
         durable = self.durable
         journaled = durable and not any(os.path.lexists(t) for _n, t, _r in prepared)
         if journaled:
@@ -598,7 +667,6 @@ class Store:
             for (norm, _t, raw), was in zip(prepared, existed, strict=True)
         ]
         names = [r.path for r in results]
-        self._queue_commit(names, actor_name, message or f"write {', '.join(names)}")
         calls: list[Callable[[], object]] = []
         if journaled:
             # After the renames, so no file is created while the journal's sync commits
@@ -609,7 +677,12 @@ class Store:
             calls.append(functools.partial(sync_folders, [t for _n, t, _r in prepared]))
         if after_rename is not None:
             calls.append(functools.partial(after_rename, results))
-        _run_all(calls)
+        try:
+            _run_all(calls)
+        finally:
+            # Last: the files are durable and indexed whatever git does with the commit
+            # (which never raises: a failed one stays queued and is retried).
+            self._queue_commit(names, actor_name, message or f"write {', '.join(names)}")
         return results
 
     def _check_etag(self, norm: str, target: Path, if_match: str) -> None:
@@ -654,6 +727,7 @@ class Store:
             new_text = frontmatter.edit(text, mutate)
             raw = self._check_content(norm, new_text)
             if new_text != text:
+                self._announce()
                 atomic_write(target, raw, durable=self.durable)
         result = WriteResult(norm, content_hash(raw), len(raw), created=False)
         if new_text != text:
@@ -668,12 +742,24 @@ class Store:
                 raise NotFound(f"no such file in the store: {norm}")
             target.unlink()
             _fsync_dir(target.parent)
+            # Replay must not bring it back, and this process's journal must not keep its
+            # bytes (a purge is final): the journaled files are synced, the journal emptied.
+            tombstone(self.root, [norm])
+            self._journal.checkpoint()
         self._queue_commit([norm], checked_actor(actor), message or f"delete {norm}")
         return norm
 
-    def _queue_commit(self, rels: list[str], actor: str, message: str) -> None:
+    def _announce(self) -> None:
+        """Before a write: leave the sign (a locked book) that tells the next open of the
+        store whether this process died in the middle of one (memdir.gitlog)."""
         if self.settings.store.git_commit:
-            self.git.queue(rels, actor, message)
+            self.git.open_book()
+
+    def _queue_commit(self, rels: list[str], actor: str, message: str) -> None:
+        """Queue a commit of a write that is done; never raises: a commit git cannot make
+        now stays queued (and in the journal) and is retried (memdir.gitlog)."""
+        if self.settings.store.git_commit:
+            self.git.queue_quietly(rels, actor, message)
 
     def commit_pending(self) -> None:
         self.git.flush()
@@ -681,7 +767,11 @@ class Store:
     def close(self) -> None:
         """Sync and remove the journal, commit what is queued, release the lock files."""
         self._journal.close()
-        self.git.close()
+        try:
+            self.git.close()
+        except (GitError, Conflict) as exc:
+            # The writes are done; their book keeps the commit for the next open.
+            log.error("git commit failed at close; the next open commits it: %s", exc)
         for lock in (self._lock, *self._stripes):
             lock.close()
 

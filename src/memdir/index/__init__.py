@@ -447,6 +447,42 @@ class Index:
                 self._bump(conn)
         return len(deleted)
 
+    def scrub(self) -> None:
+        """After a purge: leave no byte of a deleted row in the index's files.
+
+        FTS5 keeps a deleted row's words in its segments until they are merged, and
+        SQLite keeps deleted bytes in free pages and in the write-ahead log. So, with
+        ``secure_delete`` on (deleted cells are zeroed): every full-text table is merged
+        into one segment (``optimize``: FTS5's ``secure-delete`` needs SQLite 3.42), cached
+        postings of words no row holds any more are dropped, the work-log rows
+        of purged turns go, every free page is overwritten with zeros (a zero blob as large
+        as the free list, then dropped), and the log is folded into the file and emptied.
+        """
+        conn = self.conn
+        conn.execute("PRAGMA secure_delete = ON")
+        try:
+            with self.transaction() as tx:
+                tables = {
+                    str(row[0])
+                    for row in tx.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                }
+                tx.execute(
+                    "DELETE FROM worklog_fts WHERE rowid IN (SELECT w.doc_id FROM worklogs w "
+                    "LEFT JOIN docs d ON d.id = w.doc_id AND d.path = w.path WHERE d.id IS NULL)"
+                )
+                tx.execute("DELETE FROM worklogs WHERE doc_id NOT IN (SELECT id FROM docs)")
+                for fts in ("docs_fts", "worklog_fts", "passages_fts", "threads_fts"):
+                    if fts in tables:
+                        tx.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+                for table in (postings.DOCS, postings.PASSAGES):
+                    if table.postings in tables and table.fts in tables:
+                        postings.forget_absent_terms(tx, table)
+                _zero_free_pages(tx)
+                self._bump(tx)
+        finally:
+            conn.execute("PRAGMA secure_delete = FAST")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
     def rebuild(self) -> SyncStats:
         """Index every file again from nothing, in one write transaction on the live index.
 
@@ -605,6 +641,27 @@ def _clear(conn: sqlite3.Connection) -> None:
             conn.execute(f"DELETE FROM meta WHERE key NOT IN ({marks})", _KEPT_META)
         else:
             conn.execute(f'DELETE FROM "{name}"')
+
+
+SCRUB_BLOB_BYTES = 64 * 1024 * 1024  # the zero blobs that overwrite free pages, each
+
+
+def _zero_free_pages(conn: sqlite3.Connection) -> None:
+    """Overwrite every page on SQLite's free list with zeros (they keep deleted bytes).
+
+    A table of zero blobs as large as the free list takes its pages (SQLite reuses free
+    pages first) and writes zeros into them; dropped, they go back to the list zeroed.
+    """
+    free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    if not free:
+        return
+    size = free * int(conn.execute("PRAGMA page_size").fetchone()[0])
+    conn.execute("CREATE TABLE memdir_scrub(b BLOB)")
+    while size > 0:
+        part = min(size, SCRUB_BLOB_BYTES)
+        conn.execute("INSERT INTO memdir_scrub(b) VALUES (zeroblob(?))", (part,))
+        size -= part
+    conn.execute("DROP TABLE memdir_scrub")
 
 
 def _indexable(rel: str) -> bool:

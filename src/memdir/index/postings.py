@@ -176,6 +176,14 @@ def drop(conn: sqlite3.Connection, table: Table) -> None:
         _bump_seq(conn, table)
 
 
+def forget_absent_terms(conn: sqlite3.Connection, table: Table) -> int:
+    """Drop the cached postings of words the FTS table no longer holds (after a purge:
+    the word itself may be what was purged). Returns how many were dropped."""
+    vocab = _vocab(conn, table)
+    cur = conn.execute(f"DELETE FROM {table.postings} WHERE term NOT IN (SELECT term FROM {vocab})")
+    return cur.rowcount or 0
+
+
 class _Tokenizer:
     """FTS5's own tokenizer (the options of the tables here) over a private temp table."""
 

@@ -1,0 +1,36 @@
+"""A short run of the fault suite (bench/faults.py): one round of each kind, checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+FAULTS = Path(__file__).resolve().parent.parent / "bench" / "faults.py"
+
+
+def test_one_round_of_each_fault_loses_nothing_and_leaves_no_purged_text(
+    tmp_path: Path,
+) -> None:
+    args = ["--rounds", "1", "--writers", "2", "--server-kills", "1", "--clients", "3"]
+    args += ["--seconds", "1", "--consolidate-kills", "1", "--git-locks", "1"]
+    env = dict(os.environ)
+    env.pop("MEMDIR_ROOT", None)
+    done = subprocess.run(
+        [sys.executable, str(FAULTS), *args, "--root", str(tmp_path), "--json"],
+        capture_output=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    out = json.loads(done.stdout)
+    assert [r["kind"] for r in out["rounds"]] == ["writers", "server", "consolidate", "git-lock"]
+    problems = [p for r in out["rounds"] for p in r["problems"]]
+    assert done.returncode == 0, problems
+    total = out["total"]
+    assert total["acknowledged"] > 0 and total["present"] == total["acknowledged"]
+    assert total["purged"] > 0
+    assert (total["lost"], total["uncommitted"], total["purged_but_found"]) == (0, 0, 0)
+    assert all(r["doctor_ok"] and r["fsck_ok"] for r in out["rounds"])
