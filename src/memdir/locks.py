@@ -96,3 +96,19 @@ class FileLock:
                     ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.02)
+
+
+def held_elsewhere(path: Path) -> bool:
+    """True when some open file holds an exclusive ``flock`` on ``path`` (a probe: it takes
+    a shared hold without waiting and lets it go at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a shared hold taken just now
+    return False

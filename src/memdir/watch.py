@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import locks
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -84,17 +85,7 @@ def cookie_dir(root: Path) -> Path:
 
 def running(root: Path) -> bool:
     """True when a watcher holds the store's watch lock."""
-    try:
-        fd = os.open(lock_path(root), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases a shared hold taken just now
-    return False
+    return locks.held_elsewhere(lock_path(root))
 
 
 def confirm(root: Path, timeout: float = 2.0) -> bool:

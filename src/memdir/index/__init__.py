@@ -20,6 +20,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import locks
 from ..coverage import FileFacts
 from ..errors import IndexBusy
 from ..paths import inside
@@ -546,17 +547,7 @@ class Index:
 
     def rebuilding(self) -> bool:
         """True while a full rebuild runs, in another thread of this process or elsewhere."""
-        try:
-            fd = os.open(self._rebuild_lock_path(), os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)  # closing releases a shared hold taken just now
-        return False
+        return locks.held_elsewhere(self._rebuild_lock_path())
 
     # -- verification -----------------------------------------------------------------
 
