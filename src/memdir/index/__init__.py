@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 import sqlite3
 import threading
 import time
@@ -454,10 +455,11 @@ class Index:
         FTS5 keeps a deleted row's words in its segments until they are merged, and
         SQLite keeps deleted bytes in free pages and in the write-ahead log. So, with
         ``secure_delete`` on (deleted cells are zeroed): every full-text table is merged
-        into one segment (``optimize``: FTS5's ``secure-delete`` needs SQLite 3.42), cached
+        into one segment (:func:`merge_fts`; FTS5's ``secure-delete`` needs SQLite 3.42), cached
         postings of words no row holds any more are dropped, the work-log rows
         of purged turns go, every free page is overwritten with zeros (a zero blob as large
-        as the free list, then dropped), and the log is folded into the file and emptied.
+        as the free list, then dropped), the log is folded into the file and emptied, and
+        copies of a damaged index set aside earlier are deleted.
         """
         conn = self.conn
         conn.execute("PRAGMA secure_delete = ON")
@@ -474,7 +476,7 @@ class Index:
                 tx.execute("DELETE FROM worklogs WHERE doc_id NOT IN (SELECT id FROM docs)")
                 for fts in ("docs_fts", "worklog_fts", "passages_fts", "threads_fts"):
                     if fts in tables:
-                        tx.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+                        merge_fts(tx, fts)
                 for table in (postings.DOCS, postings.PASSAGES):
                     if table.postings in tables and table.fts in tables:
                         postings.forget_absent_terms(tx, table)
@@ -483,6 +485,14 @@ class Index:
         finally:
             conn.execute("PRAGMA secure_delete = FAST")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        # An index once found damaged was moved aside whole (memdir.index.db.connect): it
+        # holds what the store held then, the purged text with it.
+        for aside in self.path.parent.glob(f"{self.path.name}.damaged-*"):
+            if aside.is_dir() and not aside.is_symlink():
+                shutil.rmtree(aside, ignore_errors=True)
+            else:
+                with suppress(FileNotFoundError):
+                    aside.unlink()
 
     def rebuild(self) -> SyncStats:
         """Index every file again from nothing, in one write transaction on the live index.
@@ -632,6 +642,48 @@ def _clear(conn: sqlite3.Connection) -> None:
             conn.execute(f"DELETE FROM meta WHERE key NOT IN ({marks})", _KEPT_META)
         else:
             conn.execute(f'DELETE FROM "{name}"')
+
+
+# The levels of an FTS5 table past which a purge rebuilds the table instead of merging it.
+# An ``optimize`` that meets segments on two levels writes the merged segment on a new
+# level above them, and SQLite 3.40 puts no cap on that. Once the merged segment is larger
+# than a write's (a small table is pulled back down instead), each purge after writes adds
+# levels, and past 2,000 FTS5 can no longer open the table ("vtable constructor failed",
+# "database disk image is malformed"): about 1,000 purges. A rebuild starts from one level
+# again; it reads every row, so it is paid only once the levels pass the bound.
+FTS_LEVELS_BOUND = 32
+
+
+def merge_fts(conn: sqlite3.Connection, fts: str) -> str:
+    """Leave the FTS5 table ``fts`` with no deleted row's words in it; returns the command.
+
+    ``optimize`` (merge every segment into one) while the table has few levels, else
+    ``rebuild`` (index every row again from the table's own content, from one level).
+    """
+    levels = fts_levels(conn, fts)
+    command = "optimize" if levels is not None and levels < FTS_LEVELS_BOUND else "rebuild"
+    conn.execute(f"INSERT INTO {fts}({fts}) VALUES (?)", (command,))
+    return command
+
+
+def fts_levels(conn: sqlite3.Connection, fts: str) -> int | None:
+    """How many levels the FTS5 table ``fts`` has (None when its record cannot be read).
+
+    The structure record is row 10 of ``<table>_data``: a 4-byte cookie, in newer
+    versions a 4-byte format mark ``ff 00 00 01``, then the level count as a varint
+    (big-endian groups of 7 bits, the high bit set on every byte but the last).
+    """
+    row = conn.execute(f"SELECT block FROM {fts}_data WHERE id = 10").fetchone()
+    if row is None or not isinstance(row[0], bytes):
+        return None
+    block: bytes = row[0]
+    at = 8 if block[4:8] == b"\xff\x00\x00\x01" else 4
+    value = 0
+    for byte in block[at : at + 8]:
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return None
 
 
 SCRUB_BLOB_BYTES = 64 * 1024 * 1024  # the zero blobs that overwrite free pages, each

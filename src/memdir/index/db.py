@@ -53,6 +53,7 @@ _DAMAGED = (
     "no such table",
     "no such column",
     "unable to open database file",
+    "vtable constructor failed",
 )
 
 
@@ -81,6 +82,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA secure_delete = FAST")
     conn.execute("PRAGMA cache_size = -32000")
     migrate(conn)
+    probe_full_text(conn)
     if conn.execute("SELECT 1 FROM meta WHERE key = ?", (PENDING_INDEXES,)).fetchone():
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -90,6 +92,20 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
             conn.execute("ROLLBACK")
             raise
     return conn
+
+
+def probe_full_text(conn: sqlite3.Connection) -> None:
+    """Raise SQLite's error when a full-text table of the index cannot be searched.
+
+    A damaged FTS5 structure record ("vtable constructor failed") leaves the rest of the
+    file readable and ``integrity_check`` content, but every write that reaches the table
+    fails; found here, the index is moved aside and rebuilt like any other damage.
+    """
+    names = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5(%'"
+    ).fetchall()
+    for (name,) in names:
+        conn.execute(f'SELECT rowid FROM "{name}" WHERE "{name}" MATCH ? LIMIT 1', ("probe",))
 
 
 PENDING_INDEXES = "pending_indexes"
