@@ -10,7 +10,8 @@ or when the server died.
     .venv/bin/python bench/reindex_load.py --seconds 60 --readers 4 --docs 2000
     .venv/bin/python bench/reindex_load.py --seconds 60 --readers 4 --docs 2000 --no-rebuild
 
-:func:`run_round` is one round against a server already running; the fault suite calls it.
+:func:`run_round` is one round against a server already running; the fault suite
+(bench/faults.py) calls it, with :func:`note_text`, :func:`start_server` and :func:`free_port`.
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def note_path(n: int) -> str:
     return f"{FOLDER}/n{n:05d}.md"
 
 
+def note_text(n: int, rng: random.Random) -> str:
+    """Note ``n``: words many notes share, and ``token<n> alone``, which only it holds."""
+    words = "deploy rollback cache latency index search memory thread budget audit".split()
+    topic = " ".join(rng.sample(words, 4))
+    return f"# Note {n}\n\nA common note about {topic}, and token{n} alone.\n"
+
+
 def make_store(root: Path, docs: int) -> list[str]:
     """A store of ``docs`` notes, indexed and embedded; their paths, sorted."""
     from memdir.service import Memory
@@ -92,12 +100,9 @@ def make_store(root: Path, docs: int) -> list[str]:
     if not (root / ".memdir").is_dir():
         Store.init(root)
     (root / FOLDER).mkdir(exist_ok=True)
-    words = "deploy rollback cache latency index search memory thread budget audit".split()
     rng = random.Random(7)
     for n in range(docs):
-        topic = " ".join(rng.sample(words, 4))
-        text = f"# Note {n}\n\nA common note about {topic}, and token{n} alone.\n"
-        (root / note_path(n)).write_text(text, encoding="utf-8")
+        (root / note_path(n)).write_text(note_text(n, rng), encoding="utf-8")
     with Memory.open(root, overrides={"store": {"git_commit": False}}) as mem:
         mem.reindex()
         if mem.settings.embeddings.enabled:
@@ -111,16 +116,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(root: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    """``memdir serve`` on ``port``, answering; its stderr goes to ``log``."""
-    env = dict(os.environ)
-    env.pop("MEMDIR_ROOT", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memdir", "--root", str(root), "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("ab"),
-    )
+def start_server(
+    root: Path, port: int, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``memdir serve`` on ``port``, answering; its stderr goes to ``log``.
+
+    It runs in a session of its own, so that its whole process group can be killed.
+    """
+    if env is None:
+        env = dict(os.environ)
+        env.pop("MEMDIR_ROOT", None)
+    with log.open("ab") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memdir", "--root", str(root), "serve", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -138,14 +151,25 @@ def start_server(root: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
 class Reader(threading.Thread):
     """Loops over the read requests, checking that each answer is whole."""
 
-    def __init__(self, n: int, url: str, paths: list[str], stop: threading.Event, out: Round):
+    def __init__(
+        self,
+        n: int,
+        url: str,
+        paths: list[str],
+        stop: threading.Event,
+        out: Round,
+        hybrid: bool = True,
+    ):
         super().__init__(name=f"reader-{n}", daemon=True)
         self.rng = random.Random(n)
         self.url, self.paths, self.stop, self.out = url, paths, stop, out
+        self.hybrid = hybrid
 
     def run(self) -> None:
         with httpx.Client(base_url=self.url, timeout=120) as http:
-            checks = (self.search_bm25, self.search_hybrid, self.ls, self.read, self.grep)
+            checks = [self.search_bm25, self.ls, self.read, self.grep]
+            if self.hybrid:  # a store without embeddings answers hybrid with an error
+                checks.insert(1, self.search_hybrid)
             while not self.stop.is_set():
                 for check in checks:
                     k = self.rng.randrange(len(self.paths))
@@ -200,17 +224,24 @@ class Reader(threading.Thread):
 
 
 def run_round(
-    url: str, paths: list[str], *, seconds: float, readers: int, rebuild: bool = True
+    url: str,
+    paths: list[str],
+    *,
+    seconds: float,
+    readers: int,
+    rebuild: bool = True,
+    hybrid: bool = True,
 ) -> Round:
     """``readers`` checking readers against the server at ``url`` while full rebuilds loop.
 
     ``paths`` are every document under ``notes/``, sorted, each holding ``token<n> alone``
     (:func:`make_store`). A failed or short answer is an error of the round; so is a
-    rebuild that fails. Without ``rebuild`` the readers run alone (the baseline).
+    rebuild that fails. Without ``rebuild`` the readers run alone (the baseline); without
+    ``hybrid`` they search in bm25 only.
     """
     out = Round()
     stop = threading.Event()
-    threads = [Reader(n, url, paths, stop, out) for n in range(readers)]
+    threads = [Reader(n, url, paths, stop, out, hybrid) for n in range(readers)]
     started = time.perf_counter()
     for thread in threads:
         thread.start()
