@@ -8,7 +8,12 @@ Each round does harm, then reopens the store (which runs recovery) and checks it
 - ``server``: ``memdir serve`` with C HTTP clients writing, recording turns and purging,
   killed with SIGKILL under that load;
 - ``consolidate``: a ``memdir consolidate`` of fresh inbox sources killed mid-run;
-- ``git-lock``: a ``.git/index.lock`` left by a killed git, then CLI writes.
+- ``git-lock``: a ``.git/index.lock`` left by a killed git, then CLI writes;
+- ``reindex-kill``: ``memdir reindex --full`` SIGKILLed inside its rebuild transaction (the
+  kill counts as landed when the index's generation did not move); then every note under
+  ``notes/`` must be found by a search for the one word it alone holds;
+- ``reindex-reads``: ``memdir serve`` with reader threads (search, ls, read, grep, each
+  answer checked in full by bench/reindex_load.py's readers) while full rebuilds loop.
 
 Every writer notes each write before it starts (``try``) and once it returned (``ack``) in an
 append-only log. After a round: every acknowledged write must be on disk byte for byte (or
@@ -20,8 +25,9 @@ acknowledged (as written or lower-cased, as the full-text index folds it).
     .venv/bin/python bench/faults.py --rounds 10 --writers 8 --server-kills 3 --clients 16
 
 It prints acknowledged / present / lost / uncommitted / purged-but-found per round and in
-all (``--json``: one JSON object); the exit status is 1 when anything was lost, left
-uncommitted or found after its purge, or a check failed.
+all, with the reads, read errors and rebuilds of the ``reindex-reads`` rounds (``--json``: one
+JSON object); the exit status is 1 when anything was lost, left uncommitted or found after
+its purge, a reader got an error or a short answer, or a check failed.
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+import reindex_load  # beside this file: python puts the script's folder on sys.path
 
 WORKLOG_SUFFIX = ".worklog.jsonl"  # beside a turn record (memdir.turns)
 
@@ -134,12 +141,16 @@ class Round:
     doctor_ok: bool = True
     fsck_ok: bool = True
     temp_files: int = 0
+    reads: int = 0
+    read_errors: int = 0
+    rebuilds: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         bad = self.lost or self.uncommitted or self.purged_but_found or self.temp_files
+        bad = bad or self.read_errors
         return not bad and self.doctor_ok and self.fsck_ok and not self.problems
 
 
@@ -313,7 +324,9 @@ def temp_files(root: Path) -> list[str]:
 # -- rounds ------------------------------------------------------------------------------
 
 
-def writers_round(root: Path, ledger: Ledger, n: int, args: argparse.Namespace) -> list[str]:
+def writers_round(
+    root: Path, ledger: Ledger, n: int, args: argparse.Namespace, result: Round
+) -> list[str]:
     """N writer processes (API and CLI), each SIGKILLed at its own random moment."""
     rng = random.Random(args.seed + n)
     procs: list[tuple[float, subprocess.Popen[bytes]]] = []
@@ -340,36 +353,21 @@ def writers_round(root: Path, ledger: Ledger, n: int, args: argparse.Namespace) 
     return problems
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``memdir serve`` on the store, answering (in a session of its own); it and its URL."""
+    port = reindex_load.free_port()
+    proc = reindex_load.start_server(root, port, root.parent / "serve.log", env_for(root))
+    url = f"http://127.0.0.1:{port}"
+    httpx.get(f"{url}/v1/ls", timeout=60)  # the first answer waits until the API is loaded
+    return proc, url
 
 
-def server_round(root: Path, ledger: Ledger, n: int, args: argparse.Namespace) -> list[str]:
+def server_round(
+    root: Path, ledger: Ledger, n: int, args: argparse.Namespace, result: Round
+) -> list[str]:
     """``memdir serve`` under C clients, SIGKILLed at a random moment."""
     rng = random.Random(args.seed * 7 + n)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with (root.parent / "serve.log").open("ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memdir", "--root", str(root), "serve", "--port", str(port)],
-            env=env_for(root),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(f"{url}/v1/health", timeout=5)
-            break
-        except httpx.TransportError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                kill_group(proc)
-                raise RuntimeError("memdir serve did not answer") from None
-            time.sleep(0.02)
-    httpx.get(f"{url}/v1/ls", timeout=60)  # the first answer waits until the API is loaded
+    proc, url = serve(root)
     stop = threading.Event()
     refused: list[str] = []  # answers other than success while the server was up
 
@@ -433,7 +431,9 @@ def one_request(http: httpx.Client, ledger: Ledger, name: str, i: int, rng: rand
         ledger.note(name, op="purged", path=rel, secret=secret)
 
 
-def consolidate_round(root: Path, ledger: Ledger, n: int, args: argparse.Namespace) -> list[str]:
+def consolidate_round(
+    root: Path, ledger: Ledger, n: int, args: argparse.Namespace, result: Round
+) -> list[str]:
     """Fresh inbox sources, then ``memdir consolidate`` SIGKILLed mid-run."""
     from memdir.service import Memory
 
@@ -454,7 +454,9 @@ def consolidate_round(root: Path, ledger: Ledger, n: int, args: argparse.Namespa
     return []
 
 
-def git_lock_round(root: Path, ledger: Ledger, n: int, args: argparse.Namespace) -> list[str]:
+def git_lock_round(
+    root: Path, ledger: Ledger, n: int, args: argparse.Namespace, result: Round
+) -> list[str]:
     """What a git killed in ``git add`` leaves (an old index.lock), then CLI writes."""
     lock = root / ".git" / "index.lock"
     lock.write_bytes(b"DIRC")
@@ -478,23 +480,113 @@ def git_lock_round(root: Path, ledger: Ledger, n: int, args: argparse.Namespace)
     return []
 
 
-# A full `memdir reindex --full` under read traffic is measured by bench/reindex_load.py
-# (its own store, whose readers check every answer in full); it is not a round here yet.
+def reader_notes(root: Path, ledger: Ledger, docs: int) -> list[str]:
+    """The notes under ``notes/`` the reindex rounds search for, written (and acknowledged)
+    once; their paths, sorted. Each holds ``token<n> alone``, a word no other file holds."""
+    from memdir.service import Memory
+
+    paths = [reindex_load.note_path(k) for k in range(docs)]
+    if (root / paths[-1]).exists():
+        return paths
+    rng = random.Random(7)
+    batched = {"store": {"git_batch_seconds": 0.3}}  # one commit per batch, not per note
+    with Memory.open(root, overrides=batched) as mem:
+        for k, rel in enumerate(paths):
+            text = reindex_load.note_text(k, rng)
+            ledger.note("notes", op="try", path=rel, sha=sha(text.encode()))
+            done = mem.write(rel, text, actor="notes")
+            ledger.note("notes", op="ack", path=rel, sha=done.hash)
+    return paths
 
 
-RoundFn = Callable[[Path, Ledger, int, argparse.Namespace], list[str]]
+def generation(root: Path) -> int:
+    """The index's generation, which a rebuild moves on when it commits."""
+    import sqlite3
+
+    db = root / ".memdir" / "index.db"
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def reindex_kill_round(
+    root: Path, ledger: Ledger, n: int, args: argparse.Namespace, result: Round
+) -> list[str]:
+    """``memdir reindex --full`` SIGKILLed inside its rebuild transaction, then searches."""
+    from memdir import locks
+    from memdir.service import Memory
+
+    rng = random.Random(args.seed * 17 + n)
+    paths = reader_notes(root, ledger, args.reindex_docs)
+    with Memory.open(root) as mem:
+        took = mem.reindex(full=True).seconds  # the rebuild the kill must land inside
+    lock = root / ".memdir" / "rebuild.lock"
+    landed = False
+    for attempt in range(5):  # a kill that came after the commit tries again, sooner
+        before = generation(root)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memdir", "--root", str(root), "reindex", "--full"],
+            env=env_for(root),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while not locks.held_elsewhere(lock) and proc.poll() is None:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0.05, 0.7) * took / (attempt + 1))
+        kill_group(proc)
+        if proc.returncode == -signal.SIGKILL and generation(root) == before:
+            landed = True
+            break
+    problems = [] if landed else [f"no kill landed inside a {took:.3f} s rebuild"]
+    with Memory.open(root) as mem:
+        for k in sorted(rng.sample(range(len(paths)), min(len(paths), 200))):
+            rel = paths[k]
+            got = [hit.path for hit in mem.search(f"token{k}", mode="bm25")]
+            if got != [rel]:
+                problems.append(f"search token{k}: {got[:3]}")
+    return problems[:20]
+
+
+def reindex_reads_round(
+    root: Path, ledger: Ledger, n: int, args: argparse.Namespace, result: Round
+) -> list[str]:
+    """Reader threads on a server, every answer checked, while full rebuilds loop."""
+    paths = reader_notes(root, ledger, args.reindex_docs)
+    proc, url = serve(root)
+    try:
+        out = reindex_load.run_round(
+            url, paths, seconds=args.seconds, readers=args.readers, hybrid=False
+        )
+        alive = proc.poll() is None
+    finally:
+        kill_group(proc)  # the round is about the rebuilds, not the server's stop
+    result.reads, result.read_errors, result.rebuilds = out.requests, len(out.errors), out.rebuilds
+    problems = [f"reader: {e}" for e in out.errors[:5]]
+    if not out.rebuilds:
+        problems.append("no rebuild finished")
+    return problems + ([] if alive else ["the server died under the rebuilds"])
+
+
+RoundFn = Callable[[Path, Ledger, int, argparse.Namespace, Round], list[str]]
 ROUNDS: dict[str, RoundFn] = {
     "writers": writers_round,
     "server": server_round,
     "consolidate": consolidate_round,
     "git-lock": git_lock_round,
+    "reindex-kill": reindex_kill_round,
+    "reindex-reads": reindex_reads_round,
 }
 
 
 def plan(args: argparse.Namespace) -> list[str]:
     """The order of rounds: the writer rounds, with the others spread among them."""
     extra = ["server"] * args.server_kills + ["consolidate"] * args.consolidate_kills
-    extra += ["git-lock"] * args.git_locks
+    extra += ["git-lock"] * args.git_locks + ["reindex-kill"] * args.reindex_kills
+    extra += ["reindex-reads"] * args.reindex_reads
     kinds = ["writers"] * args.rounds
     every = max(1, args.rounds // (len(extra) + 1)) if extra else 0
     out: list[str] = []
@@ -515,12 +607,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for n, kind in enumerate(plan(args)):
         started = time.perf_counter()
         result = Round(kind)
-        result.problems += ROUNDS[kind](root, ledger, n, args)
+        result.problems += ROUNDS[kind](root, ledger, n, args, result)
         check(root, ledger, result)
         result.seconds = round(time.perf_counter() - started, 2)
         rounds.append(result)
         if not args.json:
-            print(line(f"{n:>3} {kind:<12}", result), flush=True)
+            print(line(f"{n:>3} {kind:<13}", result), flush=True)
     # Each check covers every write acknowledged so far: the last one is the total.
     last = rounds[-1] if rounds else Round("none")
     total = {
@@ -531,6 +623,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "uncommitted": last.uncommitted,
         "purged": last.purged,
         "purged_but_found": last.purged_but_found,
+        "reads": sum(r.reads for r in rounds),
+        "read_errors": sum(r.read_errors for r in rounds),
+        "rebuilds": sum(r.rebuilds for r in rounds),
         "failed_rounds": sum(not r.ok for r in rounds),
     }
     return {
@@ -546,7 +641,9 @@ def line(label: str, r: Round) -> str:
         f"{label} acknowledged {r.acknowledged:>5}  present {r.present:>5}  lost {r.lost}  "
         f"uncommitted {r.uncommitted}  purged {r.purged:>3}  purged-but-found "
         f"{r.purged_but_found}  doctor {'ok' if r.doctor_ok else 'FAIL'}  fsck "
-        f"{'ok' if r.fsck_ok else 'FAIL'}  {r.seconds:.1f}s"
+        f"{'ok' if r.fsck_ok else 'FAIL'}"
+        + (f"  reads {r.reads} errors {r.read_errors} rebuilds {r.rebuilds}" if r.reads else "")
+        + f"  {r.seconds:.1f}s"
         + ("" if r.ok else "  PROBLEMS: " + "; ".join(r.problems[:5]))
     )
 
@@ -560,6 +657,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="Longest a round runs.")
     parser.add_argument("--consolidate-kills", type=int, default=2)
     parser.add_argument("--git-locks", type=int, default=1, help="Stale git lock rounds.")
+    parser.add_argument(
+        "--reindex-kills", type=int, default=1, help="Rounds of a full reindex killed midway."
+    )
+    parser.add_argument(
+        "--reindex-reads", type=int, default=1, help="Rounds of full reindexes under readers."
+    )
+    parser.add_argument("--readers", type=int, default=4, help="Reader threads of those.")
+    parser.add_argument(
+        "--reindex-docs", type=int, default=1000, help="Notes the reindex rounds search for."
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--root", type=Path, help="Work folder (default: a new temp folder).")
     parser.add_argument("--json", action="store_true", help="Print one JSON object only.")
@@ -572,7 +679,8 @@ def main() -> None:
         print(
             f"total: {t['rounds']} rounds  acknowledged {t['acknowledged']}  present "
             f"{t['present']}  lost {t['lost']}  uncommitted {t['uncommitted']}  purged "
-            f"{t['purged']}  purged-but-found {t['purged_but_found']}  failed rounds "
+            f"{t['purged']}  purged-but-found {t['purged_but_found']}  reads {t['reads']}  "
+            f"read errors {t['read_errors']}  rebuilds {t['rebuilds']}  failed rounds "
             f"{t['failed_rounds']}"
         )
     sys.exit(1 if t["failed_rounds"] else 0)

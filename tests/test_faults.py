@@ -16,6 +16,8 @@ def test_one_round_of_each_fault_loses_nothing_and_leaves_no_purged_text(
 ) -> None:
     args = ["--rounds", "1", "--writers", "2", "--server-kills", "1", "--clients", "3"]
     args += ["--seconds", "1", "--consolidate-kills", "1", "--git-locks", "1"]
+    args += ["--reindex-kills", "1", "--reindex-reads", "1", "--readers", "2"]
+    args += ["--reindex-docs", "300"]
     env = dict(os.environ)
     env.pop("MEMDIR_ROOT", None)
     done = subprocess.run(
@@ -26,7 +28,8 @@ def test_one_round_of_each_fault_loses_nothing_and_leaves_no_purged_text(
         check=False,
     )
     out = json.loads(done.stdout)
-    assert [r["kind"] for r in out["rounds"]] == ["writers", "server", "consolidate", "git-lock"]
+    kinds = ["writers", "server", "consolidate", "git-lock", "reindex-kill", "reindex-reads"]
+    assert [r["kind"] for r in out["rounds"]] == kinds
     problems = [p for r in out["rounds"] for p in r["problems"]]
     assert done.returncode == 0, problems
     total = out["total"]
@@ -34,3 +37,5 @@ def test_one_round_of_each_fault_loses_nothing_and_leaves_no_purged_text(
     assert total["purged"] > 0
     assert (total["lost"], total["uncommitted"], total["purged_but_found"]) == (0, 0, 0)
     assert all(r["doctor_ok"] and r["fsck_ok"] for r in out["rounds"])
+    # The readers got whole answers while the index was rebuilt under them.
+    assert total["reads"] > 0 and total["rebuilds"] > 0 and total["read_errors"] == 0
