@@ -10,8 +10,10 @@ Each round does harm, then reopens the store (which runs recovery) and checks it
 - ``consolidate``: a ``memdir consolidate`` of fresh inbox sources killed mid-run;
 - ``git-lock``: a ``.git/index.lock`` left by a killed git, then CLI writes;
 - ``reindex-kill``: ``memdir reindex --full`` SIGKILLed inside its rebuild transaction (the
-  kill counts as landed when the index's generation did not move); then every note under
-  ``notes/`` must be found by a search for the one word it alone holds;
+  kill counts as landed when the rebuild lock was held at the kill and, with no writers, the
+  index's generation did not move), while ``--reindex-writers`` writer processes write; then
+  200 of the notes under ``notes/``, drawn at random, must each be found by a search for the
+  word it alone holds;
 - ``reindex-reads``: ``memdir serve`` with reader threads (search, ls, read, grep, each
   answer checked in full by bench/reindex_load.py's readers) while full rebuilds loop.
 
@@ -332,25 +334,37 @@ def writers_round(
     procs: list[tuple[float, subprocess.Popen[bytes]]] = []
     started = time.monotonic()
     for k in range(args.writers):
-        mode = "api" if k % 2 == 0 else "cli"
-        name = f"r{n}-{mode}{k}"
-        batch = f"{rng.choice([0.0, 0.05, 0.3, 2.0]):g}"  # commit windows a kill lands in
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(root), str(ledger.log(name)), mode, name,
-             str(rng.randrange(10**9))],
-            env=env_for(root, MEMDIR_STORE_GIT_BATCH_SECONDS=batch),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
+        proc = start_writer(root, ledger, f"r{n}", k, rng)
         procs.append((rng.uniform(args.seconds * 0.3, args.seconds), proc))
     problems: list[str] = []
     for at, proc in sorted(procs, key=lambda p: p[0]):
         time.sleep(max(0.0, started + at - time.monotonic()))
-        if proc.poll() is not None:  # it stopped on its own: a write or purge failed
-            problems.append(f"a writer exited with {proc.returncode} before its kill")
-        kill_group(proc)
+        problems += kill_writer(proc)
     return problems
+
+
+def start_writer(
+    root: Path, ledger: Ledger, prefix: str, k: int, rng: random.Random
+) -> subprocess.Popen[bytes]:
+    """Writer ``k`` (even: through the API, odd: the CLI), in a session of its own."""
+    mode = "api" if k % 2 == 0 else "cli"
+    name = f"{prefix}-{mode}{k}"
+    batch = f"{rng.choice([0.0, 0.05, 0.3, 2.0]):g}"  # commit windows a kill lands in
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(root), str(ledger.log(name)), mode, name,
+         str(rng.randrange(10**9))],
+        env=env_for(root, MEMDIR_STORE_GIT_BATCH_SECONDS=batch),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def kill_writer(proc: subprocess.Popen[bytes]) -> list[str]:
+    """SIGKILL a writer; the problem, when it had stopped on its own (a write failed)."""
+    problem = None if proc.poll() is None else f"a writer exited with {proc.returncode}"
+    kill_group(proc)
+    return [f"{problem} before its kill"] if problem else []
 
 
 def serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -358,7 +372,11 @@ def serve(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = reindex_load.free_port()
     proc = reindex_load.start_server(root, port, root.parent / "serve.log", env_for(root))
     url = f"http://127.0.0.1:{port}"
-    httpx.get(f"{url}/v1/ls", timeout=60)  # the first answer waits until the API is loaded
+    try:
+        httpx.get(f"{url}/v1/ls", timeout=60)  # the first answer waits until the API is loaded
+    except httpx.HTTPError:
+        kill_group(proc)
+        raise
     return proc, url
 
 
@@ -512,7 +530,11 @@ def generation(root: Path) -> int:
 def reindex_kill_round(
     root: Path, ledger: Ledger, n: int, args: argparse.Namespace, result: Round
 ) -> list[str]:
-    """``memdir reindex --full`` SIGKILLed inside its rebuild transaction, then searches."""
+    """``memdir reindex --full`` SIGKILLed inside its rebuild transaction, then searches.
+
+    With ``--reindex-writers``, that many writers write, record turns and purge meanwhile
+    (the rebuild holds the index's write lock: their writes wait for it or for its kill).
+    """
     from memdir import locks
     from memdir.service import Memory
 
@@ -520,6 +542,9 @@ def reindex_kill_round(
     paths = reader_notes(root, ledger, args.reindex_docs)
     with Memory.open(root) as mem:
         took = mem.reindex(full=True).seconds  # the rebuild the kill must land inside
+    writers = [start_writer(root, ledger, f"k{n}", k, rng) for k in range(args.reindex_writers)]
+    if writers:
+        time.sleep(args.seconds / 2)  # until they write
     lock = root / ".memdir" / "rebuild.lock"
     landed = False
     for attempt in range(5):  # a kill that came after the commit tries again, sooner
@@ -537,11 +562,19 @@ def reindex_kill_round(
                 break
             time.sleep(0.001)
         time.sleep(rng.uniform(0.05, 0.7) * took / (attempt + 1))
+        # Inside: the rebuild lock is held (it is let go right after the commit). Without
+        # writers, the generation tells it exactly: it moves only when the rebuild commits.
+        inside = locks.held_elsewhere(lock)
         kill_group(proc)
-        if proc.returncode == -signal.SIGKILL and generation(root) == before:
+        inside = inside and (bool(writers) or generation(root) == before)
+        if proc.returncode == -signal.SIGKILL and inside:
             landed = True
             break
-    problems = [] if landed else [f"no kill landed inside a {took:.3f} s rebuild"]
+    if writers:
+        time.sleep(rng.uniform(0, args.seconds / 2))  # writes that waited for the rebuild
+    problems = [p for w in writers for p in kill_writer(w)]
+    if not landed:
+        problems.append(f"no kill landed inside a {took:.3f} s rebuild")
     with Memory.open(root) as mem:
         for k in sorted(rng.sample(range(len(paths)), min(len(paths), 200))):
             rel = paths[k]
@@ -662,6 +695,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--reindex-reads", type=int, default=1, help="Rounds of full reindexes under readers."
+    )
+    parser.add_argument(
+        "--reindex-writers", type=int, default=2, help="Writers while a reindex is killed."
     )
     parser.add_argument("--readers", type=int, default=4, help="Reader threads of those.")
     parser.add_argument(
