@@ -535,7 +535,6 @@ def reindex_kill_round(
     With ``--reindex-writers``, that many writers write, record turns and purge meanwhile
     (the rebuild holds the index's write lock: their writes wait for it or for its kill).
     """
-    from memdir import locks
     from memdir.service import Memory
 
     rng = random.Random(args.seed * 17 + n)
@@ -543,10 +542,36 @@ def reindex_kill_round(
     with Memory.open(root) as mem:
         took = mem.reindex(full=True).seconds  # the rebuild the kill must land inside
     writers = [start_writer(root, ledger, f"k{n}", k, rng) for k in range(args.reindex_writers)]
-    if writers:
-        time.sleep(args.seconds / 2)  # until they write
+    try:
+        if writers:
+            time.sleep(args.seconds / 2)  # until they write
+        landed = kill_rebuild(root, took, rng, exact=not writers)
+        if writers:
+            time.sleep(rng.uniform(0, args.seconds / 2))  # writes that waited for the rebuild
+    finally:
+        problems = [p for w in writers for p in kill_writer(w)]
+    if not landed:
+        problems.append(f"no kill landed inside a {took:.3f} s rebuild")
+    with Memory.open(root) as mem:
+        for k in sorted(rng.sample(range(len(paths)), min(len(paths), 200))):
+            rel = paths[k]
+            got = [hit.path for hit in mem.search(f"token{k}", mode="bm25")]
+            if got != [rel]:
+                problems.append(f"search token{k}: {got[:3]}")
+    return problems[:20]
+
+
+def kill_rebuild(root: Path, took: float, rng: random.Random, *, exact: bool) -> bool:
+    """Start ``memdir reindex --full`` and SIGKILL it inside its rebuild (a rebuild takes
+    about ``took`` seconds); True once a kill landed there, within five tries.
+
+    Inside: the rebuild lock is held (it is let go right after the commit). With ``exact``
+    (nobody else writes) the index's generation must not have moved too: only the rebuild's
+    commit moves it.
+    """
+    from memdir import locks
+
     lock = root / ".memdir" / "rebuild.lock"
-    landed = False
     for attempt in range(5):  # a kill that came after the commit tries again, sooner
         before = generation(root)
         proc = subprocess.Popen(
@@ -562,26 +587,12 @@ def reindex_kill_round(
                 break
             time.sleep(0.001)
         time.sleep(rng.uniform(0.05, 0.7) * took / (attempt + 1))
-        # Inside: the rebuild lock is held (it is let go right after the commit). Without
-        # writers, the generation tells it exactly: it moves only when the rebuild commits.
         inside = locks.held_elsewhere(lock)
         kill_group(proc)
-        inside = inside and (bool(writers) or generation(root) == before)
+        inside = inside and (not exact or generation(root) == before)
         if proc.returncode == -signal.SIGKILL and inside:
-            landed = True
-            break
-    if writers:
-        time.sleep(rng.uniform(0, args.seconds / 2))  # writes that waited for the rebuild
-    problems = [p for w in writers for p in kill_writer(w)]
-    if not landed:
-        problems.append(f"no kill landed inside a {took:.3f} s rebuild")
-    with Memory.open(root) as mem:
-        for k in sorted(rng.sample(range(len(paths)), min(len(paths), 200))):
-            rel = paths[k]
-            got = [hit.path for hit in mem.search(f"token{k}", mode="bm25")]
-            if got != [rel]:
-                problems.append(f"search token{k}: {got[:3]}")
-    return problems[:20]
+            return True
+    return False
 
 
 def reindex_reads_round(
