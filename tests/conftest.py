@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -146,6 +147,35 @@ def serve_process(root: Path, log: Path, **env: str) -> tuple[subprocess.Popen[b
             time.sleep(0.02)
     proc.kill()
     raise AssertionError("server did not answer")
+
+
+@contextmanager
+def killed_after(script: str, root: Path, line: bytes) -> Iterator[None]:
+    """Run ``python -c script root`` until it prints ``line``, then SIGKILL it on leaving:
+    a writer that dies holding what it wrote (its journal, its uncommitted files)."""
+    env = dict(os.environ)
+    env.pop("MEMDIR_ROOT", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(root)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == line
+        yield
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    """The bytes of every file of the store under ``root`` outside ``.git/`` and ``.memdir/``,
+    by path: what a refused request must leave as it was."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".memdir")]
+        for name in filenames:
+            path = Path(dirpath) / name
+            out[str(path.relative_to(root))] = path.read_bytes()
+    return out
 
 
 def files_holding(root: Path, needle: str) -> list[str]:

@@ -4,13 +4,12 @@ the store is next opened; hand edits to other files stay as they are."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from conftest import committed, run_cli
+from conftest import committed, killed_after, run_cli
 from memdir.service import Memory
 
 WRITER = textwrap.dedent(
@@ -37,16 +36,8 @@ def git(root: Path, *args: str) -> str:
 def test_a_killed_writers_acknowledged_writes_are_committed_on_open(store_root: Path) -> None:
     (store_root / "notes").mkdir()
     (store_root / "notes" / "hand.md").write_text("# Hand\n\nan edit of the owner\n")
-    env = dict(os.environ)
-    env.pop("MEMDIR_ROOT", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(store_root)], stdout=subprocess.PIPE, env=env
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == b"acknowledged\n"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+    with killed_after(WRITER, store_root, b"acknowledged\n"):
+        pass
     names = {f"notes/w{n}.md" for n in range(12)}
     assert not names & set(committed(store_root))  # the batching window had not ended
     with Memory.open(store_root):

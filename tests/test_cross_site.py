@@ -7,28 +7,17 @@ send neither and keep working; a page of the server's own origin does too.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import run_cli
+from conftest import files_of, run_cli
 from http_server import Live, live_server
 
 ENGINE_POSTS = ["/v1/consolidate", "/v1/reflect", "/v1/refine", "/v1/reindex", "/v1/evaluate"]
 EVIL = "http://evil.example"
-
-
-def files_of(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in (".git", ".memdir")]
-        for name in filenames:
-            path = Path(dirpath) / name
-            out[str(path.relative_to(root))] = path.read_bytes()
-    return out
 
 
 @pytest.fixture

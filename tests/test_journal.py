@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import committed
+from conftest import committed, killed_after
 from memdir import journal
 from memdir.service import Memory
 from memdir.settings import load
@@ -163,19 +163,10 @@ HOLD = textwrap.dedent(
 
 
 def test_a_path_deleted_after_it_was_journaled_is_not_replayed(store_root: Path) -> None:
-    env = dict(os.environ)
-    env.pop("MEMDIR_ROOT", None)
-    writer = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(store_root)], stdout=subprocess.PIPE, env=env
-    )
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == b"written\n"
+    with killed_after(HOLD, store_root, b"written\n"):  # its journal stays behind
         other = Store(store_root, load(store_root))
         other.delete("notes/gone.md")
         other.close()
-    finally:
-        writer.kill()  # SIGKILL: its journal stays behind
-        writer.wait(timeout=30)
     assert len(journals(store_root)) == 1
     (store_root / "notes" / "kept.md").unlink()  # as a power loss may leave it
     Memory.open(store_root).close()

@@ -4,7 +4,6 @@ refusal as HTTP does (``limit: must be at least 1``). Nothing refused changes a 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,21 +13,12 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from conftest import files_of
 from http_server import Live, live_server
 
 UNKNOWN = "zz_unknown"
 PATH_VALUES = {"path": "notes/a.md", "turn_id": "01aaaaaaaaaaaaaaaaaaaaaaaa", "thread": "t"}
 METHODS = ("get", "put", "post", "patch", "delete")
-
-
-def files_of(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d not in (".git", ".memdir")]
-        for name in filenames:
-            path = Path(dirpath) / name
-            out[str(path.relative_to(root))] = path.read_bytes()
-    return out
 
 
 class Schemas:
