@@ -68,13 +68,18 @@ def _seed_store(root: Path, env: dict[str, str]) -> str:
 def _server(root: Path, env: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     command = [sys.executable, "-m", "memdir", "--root", str(root), "serve", "--port", str(port)]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # The server logs every request to stderr: into a file, since a pipe nobody reads fills
+    # after a few thousand lines and then blocks the server's event loop on its next line.
+    log = root.parent / "server.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=sink)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise SystemExit(f"the server exited: {proc.stderr.read().decode()[-2000:]}")
+                tail = log.read_bytes()[-2000:].decode(errors="replace")
+                raise SystemExit(f"the server exited: {tail}")
             try:
                 httpx.get(f"{url}/v1/health", timeout=5)
                 break
