@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -316,3 +319,47 @@ def test_a_where_filter_on_a_number_beyond_sqlite_integers_is_a_plain_filter(
         assert [h.path for h in mem.search("apples", where={"k": 1})] == ["a.md"]
     finally:
         mem.close()
+
+
+def test_processes_that_meet_one_damaged_index_at_once_share_one_new_index(
+    plain: Memory,
+) -> None:
+    root = plain.root
+    plain.close()
+    db = root / ".memdir" / "index.db"
+    db.write_bytes(b"garbage, not a database")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from pathlib import Path
+        from memdir.index import db
+        first_open = db._connect
+        def slow_to_notice(path):  # widens the moment between finding damage and acting
+            db._connect = first_open
+            try:
+                return first_open(path)
+            except Exception:
+                time.sleep(0.5)
+                raise
+        db._connect = slow_to_notice
+        time.sleep(float(sys.argv[2]) - time.time())  # all start at one moment
+        conn = db.connect(Path(sys.argv[1]))
+        conn.execute("CREATE TABLE IF NOT EXISTS seen (who TEXT)")
+        conn.execute("INSERT INTO seen VALUES (?)", (sys.argv[3],))
+        conn.close()
+        """
+    )
+    start = str(time.time() + 1.5)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(db), start, str(n)]) for n in range(6)
+    ]
+    assert [proc.wait(timeout=60) for proc in procs] == [0] * 6
+    # One copy set aside, and every process wrote into the one index now in place.
+    assert len(list((root / ".memdir").glob("index.db.damaged-*[0-9]"))) == 1
+    conn = sqlite3.connect(db)
+    try:
+        assert sorted(w for (w,) in conn.execute("SELECT who FROM seen")) == list("012345")
+    finally:
+        conn.close()

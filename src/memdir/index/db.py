@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -29,20 +30,52 @@ def connect(path: Path) -> sqlite3.Connection:
     try:
         return _connect(path)
     except sqlite3.DatabaseError as exc:
-        if not any(sign in str(exc) for sign in _DAMAGED):
+        if not _is_damage(exc):
             raise  # "database is locked" and the like are not damage
-        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+        first = exc
+    # One process at a time sets a damaged index aside. Each opens it again under the lock
+    # first: another may have replaced it meanwhile, and moving that new index aside would
+    # leave the other process writing into the copy.
+    try:
+        lock = os.open(f"{path}.repair.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        raise first from None  # a read-only folder: nothing can be repaired, SQLite's error
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.replace(f"{path}{suffix}", f"{aside}{suffix}")  # a folder moves too
-        except OSError:
-            raise exc from None  # cannot be moved (a read-only folder): SQLite's own error
-        sys.stderr.write(
-            f"memdir: the index {path} could not be read ({exc}); it was moved to "
-            f"{aside.name} and is rebuilt from the files\n"
-        )
+            return _connect(path)
+        except sqlite3.DatabaseError as exc:
+            if not _is_damage(exc):
+                raise
+            _set_aside(path, exc)
         return _connect(path)
+    finally:
+        os.close(lock)
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    return any(sign in str(exc) for sign in _DAMAGED)
+
+
+def _set_aside(path: Path, exc: sqlite3.DatabaseError) -> None:
+    """Move the damaged index and its log aside, the log first.
+
+    A process that opens the index between two of the renames then meets the damaged
+    file without its log (damage again, so it waits on the repair lock), never a new
+    file paired with the old log, which SQLite would play into it.
+    """
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.damaged-{stamp}-{os.getpid()}")
+    try:
+        for suffix in ("-wal", "-shm", ""):
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(f"{path}{suffix}", f"{aside}{suffix}")  # a folder moves too
+    except OSError:
+        raise exc from None  # cannot be moved (a read-only folder): SQLite's own error
+    sys.stderr.write(
+        f"memdir: the index {path} could not be read ({exc}); it was moved to "
+        f"{aside.name} and is rebuilt from the files\n"
+    )
 
 
 # What SQLite says of a file that is not a readable memdir index.
