@@ -699,7 +699,9 @@ def main() -> None:
     parser.add_argument("--server-kills", type=int, default=3, help="Server kill rounds.")
     parser.add_argument("--clients", type=int, default=16, help="HTTP clients of the server.")
     parser.add_argument("--seconds", type=float, default=5.0, help="Longest a round runs.")
-    parser.add_argument("--consolidate-kills", type=int, default=2)
+    parser.add_argument(
+        "--consolidate-kills", type=int, default=2, help="Rounds of a consolidate killed midway."
+    )
     parser.add_argument("--git-locks", type=int, default=1, help="Stale git lock rounds.")
     parser.add_argument(
         "--reindex-kills", type=int, default=1, help="Rounds of a full reindex killed midway."
