@@ -235,7 +235,9 @@ def test_a_search_after_one_turn_takes_the_write_lock_once(toy: None, root: Path
     mem = _open(root)
     mem.record_turn(thread="t1", user="ana", input="first lake", output="answer")
     mem.search("lake", mode="hybrid")
-    mem.record_turn(thread="t1", user="ana", input="the sunrise marathon", output="ok")
+    # Written by a process that never searched by meaning, so the search embeds it.
+    with _open(root) as writer:
+        writer.record_turn(thread="t1", user="ana", input="the sunrise marathon", output="ok")
     seen = _Statements(mem.index.conn)
     assert mem.search("sunrise marathon", mode="hybrid")
     assert seen.count("BEGIN IMMEDIATE") == 1

@@ -316,3 +316,36 @@ def test_int8_first_pass_returns_the_exact_ranking(toy: None, root: Path) -> Non
         assert [h.score for h in got] == [h.score for h in want]  # re-scored alike
     assert vectors._matrix is not None and vectors._matrix.seals  # the int8 pass did run
     mem.close()
+
+
+def test_a_turn_recorded_after_a_search_by_meaning_is_embedded_by_the_write(
+    toy: None, root: Path
+) -> None:
+    with _open(root) as mem:
+        _seed(mem)
+        mem.search("sunrise", mode="hybrid")  # this process now searches by meaning
+        CALLS.clear()
+        turn = mem.record_turn(
+            thread="ferries", user="ana", input="When does the harbour ferry leave?", output="Noon."
+        )
+        assert sum(CALLS) >= 1  # the turn's text, embedded before record_turn returned
+        assert mem.vector_index().pending()[0] == 0
+        CALLS.clear()
+        hits = mem.search("harbour ferry leave", mode="vector")
+        assert turn.path in [h.path for h in hits]
+        assert CALLS == [1]  # the search embedded its query only
+
+
+def test_a_write_in_a_process_that_never_searched_by_meaning_loads_no_model(
+    toy: None, root: Path
+) -> None:
+    with _open(root) as mem:
+        _seed(mem)
+        CALLS.clear()
+        turn = mem.record_turn(
+            thread="ferries", user="ana", input="When does the harbour ferry leave?", output="Noon."
+        )
+        assert CALLS == []
+        hits = mem.search("harbour ferry leave", mode="vector")  # embeds what is waiting
+        assert turn.path in [h.path for h in hits]
+        assert sum(CALLS) > 1

@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any
 
-from .errors import InvalidInput, InvalidQuery, MissingExtra, ModelMismatch, ProviderError
+from .errors import (
+    InvalidInput,
+    InvalidQuery,
+    MemdirError,
+    MissingExtra,
+    ModelMismatch,
+    ProviderError,
+)
 from .fusion import Fused, add_boost, diversify, rrf
 from .index.search import Filters, Hit, bm25, fts_query, words
 from .text import lone_surrogate
@@ -209,6 +216,31 @@ class RetrievalVerbs:
             )
         self.vector_index().check_model()
         return wanted, None
+
+    def _embed_turn(self) -> None:
+        """Embed a recorded turn now, in a process that already searches by meaning.
+
+        A long-lived process (a server, an agent's session) that loaded the vector index
+        embeds the turn it just recorded before ``record_turn`` returns, so the next search
+        does not pay for it (a plain write is left to the next search, which batches).
+        Nothing happens in a process that never searched by meaning (a CLI write loads no
+        model), when embeddings are off or failing, or when more is waiting than a search
+        would embed inline; a search embeds what is left.
+        """
+        cached: VectorIndex | None = getattr(self, "_vector_index", None)
+        if cached is None or cached.index is not self.index:
+            return
+        if not self.settings.embeddings.enabled or self._embedder_down() is not None:
+            return
+        try:
+            pending, size = cached.pending()
+            allowed = self.settings.embeddings.inline_limit
+            if pending and pending <= allowed and size <= allowed * INLINE_BYTES_PER_DOC:
+                cached.sync()
+        except ProviderError as exc:
+            self._note_embedder_down(exc)
+        except MemdirError:
+            pass  # the write is done; the next search embeds it or says why not
 
     def _note_embedder_down(self, exc: Exception) -> str:
         """Remember that the embedder failed; the note a keyword-only search carries."""

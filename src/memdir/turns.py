@@ -478,6 +478,8 @@ class TurnVerbs:
 
         def sync(self) -> Any: ...
 
+        def _embed_turn(self) -> None: ...
+
     # -- writing -------------------------------------------------------------
 
     def record_turn(
@@ -555,6 +557,7 @@ class TurnVerbs:
             provenance_value=prov_value,
             after_rename=lambda _written: self.index.sync_paths([rel]),
         )
+        self._embed_turn()
         return record
 
     def _check_parents(self, parent_ids: Sequence[str]) -> None:
