@@ -349,3 +349,24 @@ def test_a_write_in_a_process_that_never_searched_by_meaning_loads_no_model(
         hits = mem.search("harbour ferry leave", mode="vector")  # embeds what is waiting
         assert turn.path in [h.path for h in hits]
         assert sum(CALLS) > 1
+
+
+def test_a_turn_is_acknowledged_even_when_embedding_it_fails(
+    toy: None, root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with _open(root) as mem:
+        _seed(mem)
+        mem.search("sunrise", mode="hybrid")
+        embedder = mem.vector_index().embedder
+        plain = embedder.embed
+
+        def broken(texts: Any) -> Any:
+            raise RuntimeError("the model ran out of memory")
+
+        embedder.embed = broken  # type: ignore[method-assign]
+        turn = mem.record_turn(thread="ferries", user="ana", input="Ferry times?", output="Noon.")
+        assert "not embedded yet" in caplog.text
+        embedder.embed = plain  # type: ignore[method-assign]
+        assert mem.turn_show(turn.id).output == "Noon."  # recorded once, on disk
+        hits = mem.search("ferry times", mode="vector")  # the search embeds it
+        assert turn.path in [h.path for h in hits]

@@ -10,6 +10,7 @@ returned, whatever the mode, unless ``include_superseded`` is asked for.
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import threading
@@ -22,7 +23,6 @@ from typing import IO, TYPE_CHECKING, Any
 from .errors import (
     InvalidInput,
     InvalidQuery,
-    MemdirError,
     MissingExtra,
     ModelMismatch,
     ProviderError,
@@ -30,6 +30,8 @@ from .errors import (
 from .fusion import Fused, add_boost, diversify, rrf
 from .index.search import Filters, Hit, bm25, fts_query, words
 from .text import lone_surrogate
+
+log = logging.getLogger("memdir.retrieval")
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -203,7 +205,7 @@ class RetrievalVerbs:
             self.sync()
             pending, size = self.vector_index().pending()
             allowed = self.settings.embeddings.inline_limit
-            if pending > allowed or size > allowed * INLINE_BYTES_PER_DOC:
+            if not self._inline_backlog(pending, size):
                 return "bm25", (
                     f"keyword search only: {pending} documents ({size} bytes) are not embedded "
                     f"yet (more than embeddings.inline_limit = {allowed} documents or "
@@ -234,13 +236,18 @@ class RetrievalVerbs:
             return
         try:
             pending, size = cached.pending()
-            allowed = self.settings.embeddings.inline_limit
-            if pending and pending <= allowed and size <= allowed * INLINE_BYTES_PER_DOC:
+            if pending and self._inline_backlog(pending, size):
                 cached.sync()
         except ProviderError as exc:
             self._note_embedder_down(exc)
-        except MemdirError:
-            pass  # the write is done; the next search embeds it or says why not
+        except Exception as exc:  # the turn is acknowledged: never fail it now
+            # A caller told "failed" would record the turn again; the next search embeds it.
+            log.warning("the turn was recorded but not embedded yet: %s", exc)
+
+    def _inline_backlog(self, pending: int, size: int) -> bool:
+        """Whether ``pending`` documents of ``size`` bytes are few enough to embed inline."""
+        allowed = self.settings.embeddings.inline_limit
+        return pending <= allowed and size <= allowed * INLINE_BYTES_PER_DOC
 
     def _note_embedder_down(self, exc: Exception) -> str:
         """Remember that the embedder failed; the note a keyword-only search carries."""
