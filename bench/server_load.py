@@ -192,8 +192,10 @@ def run_load(args: argparse.Namespace, *, embeddings: bool) -> dict[str, Any]:
     clients = [Client(n, base, deadline) for n in range(args.clients)]
     for c in clients:
         c.start()
+    cpu_before = cpu_seconds(proc.pid)
     for c in clients:
         c.join()
+    server_cpu = cpu_seconds(proc.pid) - cpu_before
     proc.send_signal(signal.SIGTERM)
     stopped = time.perf_counter()
     proc.wait(timeout=120)
@@ -234,6 +236,8 @@ def run_load(args: argparse.Namespace, *, embeddings: bool) -> dict[str, Any]:
         "lost_turns": len(acknowledged - on_disk) + len(acknowledged - rows),
         "uncommitted_paths": len(git_dirty.splitlines()) if git_dirty else 0,
         "access_log_lines": access_lines,
+        "server_cpu_seconds": round(server_cpu, 2),
+        "server_cpu_ms_per_turn": round(server_cpu * 1000 / max(1, len(acknowledged)), 1),
         "load_average_1min": os.getloadavg()[0],
         "routes": {
             route: {
