@@ -126,14 +126,14 @@ def consolidate(count: int) -> tuple[float, float, int]:
 
 
 def _init(tmp: Path) -> Path:
-    from memdir.store import Store
+    from memdir.files.store import Store
 
     return Store.init(tmp / "store")
 
 
 def snapshot(total: int) -> int:
+    from memdir.doc.tokencount import count
     from memdir.engine import reflect
-    from memdir.tokens import count
 
     now = datetime(2026, 6, 1, tzinfo=UTC)
     eps = [

@@ -55,7 +55,7 @@ import httpx
 
 import reindex_load  # beside this file: python puts the script's folder on sys.path
 
-WORKLOG_SUFFIX = ".worklog.jsonl"  # beside a turn record (memdir.turns)
+WORKLOG_SUFFIX = ".worklog.jsonl"  # beside a turn record (memdir.turns.verbs)
 
 # A writer process: through the Python API, or through the CLI (one `memdir` per write).
 WRITER = r"""
@@ -569,7 +569,7 @@ def kill_rebuild(root: Path, took: float, rng: random.Random, *, exact: bool) ->
     (nobody else writes) the index's generation must not have moved too: only the rebuild's
     commit moves it.
     """
-    from memdir import locks
+    from memdir.files import locks
 
     lock = root / ".memdir" / "rebuild.lock"
     for attempt in range(5):  # a kill that came after the commit tries again, sooner
@@ -642,7 +642,7 @@ def plan(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from memdir.store import Store
+    from memdir.files.store import Store
 
     base = Path(tempfile.mkdtemp(prefix="memdir-faults-")) if args.root is None else args.root
     root = Store.init(base / "store")

@@ -248,7 +248,7 @@ def ingest(mem: Any, conv: Conversation) -> dict[str, str]:
                 input=turn.text,
                 parents=parents,
             )
-            from memdir.turns import turn_path
+            from memdir.turns.verbs import turn_path
 
             path = turn_path(record.id)
         else:
@@ -291,7 +291,7 @@ def run_mode(
 
 def _counter() -> Any:
     try:
-        from memdir.tokens import count
+        from memdir.doc.tokencount import count
 
         count("warm up")
         return count

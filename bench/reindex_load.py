@@ -94,8 +94,8 @@ def note_text(n: int, rng: random.Random) -> str:
 
 def make_store(root: Path, docs: int) -> list[str]:
     """A store of ``docs`` notes, indexed and embedded; their paths, sorted."""
+    from memdir.files.store import Store
     from memdir.service import Memory
-    from memdir.store import Store
 
     if not (root / ".memdir").is_dir():
         Store.init(root)
@@ -293,7 +293,7 @@ def main() -> int:
             url, paths, seconds=args.seconds, readers=args.readers, rebuild=not args.no_rebuild
         )
         alive = proc.poll() is None
-        from memdir import watch
+        from memdir.index import watch
 
         watching = watch.running(root)
         doctor = httpx.get(f"{url}/v1/doctor", timeout=60).json() if alive else {}

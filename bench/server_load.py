@@ -136,7 +136,7 @@ def cpu_seconds(pid: int) -> float:
 
 def time_starts(count: int) -> None:
     """Start and stop a server ``count`` times on a fresh store; print the start-up times."""
-    from memdir.store import Store
+    from memdir.files.store import Store
 
     with tempfile.TemporaryDirectory(prefix="memdir-start-") as tmp:
         root = Store.init(Path(tmp) / "store")
@@ -171,7 +171,7 @@ def time_starts(count: int) -> None:
 
 def run_load(args: argparse.Namespace, *, embeddings: bool) -> dict[str, Any]:
     """One load run against a server with embeddings on or off; its figures."""
-    from memdir.store import Store
+    from memdir.files.store import Store
 
     tmp = None
     if args.root is None:

@@ -40,11 +40,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import synth
-from memdir import coverage
+from memdir.files.store import Store
 from memdir.index import postings
 from memdir.index.search import Filters, bm25
+from memdir.kiwi import report as coverage
 from memdir.service import Memory
-from memdir.store import Store
 
 OVERRIDES: dict[str, dict[str, Any]] = {
     "embeddings": {"enabled": False},

@@ -36,10 +36,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memdir.ids import new_id
+from memdir.doc.ids import new_id
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
-from memdir.turns import TurnRecord, created_of, render_turn, turn_path
+from memdir.turns.verbs import TurnRecord, created_of, render_turn, turn_path
 
 WORDS = [
     "deploy",

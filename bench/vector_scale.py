@@ -11,7 +11,7 @@ measures the embedder, not the search). Queries are real: each is embedded by
 the model, so the vector and hybrid timings include query embedding, exact
 scoring of every vector, filtering, thread and date signals and fusion. Also
 times a bare numpy matrix-vector product and the int8 first pass
-(``memdir.vectorscan``) at the same size. The process runs as a
+(``memdir.vectors.scan``) at the same size. The process runs as a
 long-lived agent would: the file walk before each verb is throttled
 (``store.sync_interval_seconds``), so timings are of the search itself.
 
@@ -189,7 +189,7 @@ def build_turns(root: Path, turns: int, seed: int) -> Any:
 
 
 def embed_run(root: Path, turns: int, seed: int) -> dict[str, Any]:
-    from memdir.retrieval import ProgressPrinter
+    from memdir.retrieval.verbs import ProgressPrinter
 
     mem = build_turns(root, turns, seed)
     mem.sync(force=True)  # open() already walked the empty store

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from memdir import Memory
-from memdir.store import Store
+from memdir.files.store import Store
 
 STOPWORDS = {"the", "a", "an", "and", "how", "do", "i", "is", "it", "we", "to", "what", "did"}
 CONVERSATION = [

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -103,8 +103,8 @@ def committed(root: Path, folder: str = "") -> list[str]:
 @pytest.fixture
 def toy() -> Iterator[None]:
     """The toy embedders of test_vectors (letter counts, no model) registered as plugins."""
-    from memdir import embeddings
-    from memdir.plugins import manager
+    from memdir.providers.plugins import manager
+    from memdir.vectors import embedder as embeddings
     from test_vectors import CALLS, ToyPlugin
 
     plugin = ToyPlugin()

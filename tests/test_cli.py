@@ -141,7 +141,7 @@ def test_memory_report_in_a_store_matches_the_plain_walk(tmp_path: Path) -> None
         [
             sys.executable,
             "-c",
-            "import sys; from memdir import coverage; "
+            "import sys; from memdir.kiwi import report as coverage; "
             "sys.stdout.write(coverage.dumps_report(coverage.report_for_folder("
             f"__import__('pathlib').Path({str(root)!r}))))",
         ],

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from memdir.cli import cli
-from memdir.store import Store
+from memdir.files.store import Store
 
 HUGE = "99999999999999999999"  # past SQLite's INTEGER
 

@@ -55,7 +55,7 @@ CRASH = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from memdir.store import Store
+    from memdir.files.store import Store
     from memdir.settings import load
     root = Path(sys.argv[1])
     store = Store(root, load(root, {"store": {"git_batch_seconds": 600}}))
@@ -90,7 +90,7 @@ MIDWRITE = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from memdir.store import Store
+    from memdir.files.store import Store
     from memdir.settings import load
     root = Path(sys.argv[1])
     store = Store(root, load(root))
@@ -128,7 +128,7 @@ RECOVERER_KILLED = textwrap.dedent(
     import os, sys
     from pathlib import Path
     from memdir.settings import load
-    from memdir.store import Store
+    from memdir.files.store import Store
     root = Path(sys.argv[1])
     Store(root, load(root))  # recovery runs; killed before its index sync
     os._exit(0)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from http_server import ServiceHandler, fake_service
-from memdir.compact import DefaultCompactor, compact_worklog
 from memdir.settings import Settings
+from memdir.turns.compaction import DefaultCompactor, compact_worklog
 
 LOG: list[dict[str, Any]] = [
     {

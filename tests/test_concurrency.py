@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import committed
-from memdir import frontmatter
+from memdir.doc import frontmatter
 from memdir.index.db import connect
 from memdir.service import Memory
 

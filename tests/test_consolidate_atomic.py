@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from memdir import frontmatter
+from memdir.doc import frontmatter
 from memdir.engine import reflect
 from memdir.engine.writer import Draft, ExtractiveWriter, WriteRequest
 from memdir.errors import InvalidDocument, InvalidInput, MemdirError, ProviderError
-from memdir.plugins import hookimpl, manager
+from memdir.files.store import Store
+from memdir.providers.plugins import hookimpl, manager
 from memdir.service import Memory
-from memdir.store import Store
 from test_engine_review import git
 
 SOURCES = [

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memdir import tokens
 from memdir.cli import cli
+from memdir.doc import tokencount as tokens
 from memdir.errors import InvalidInput
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 NO_GIT = {"store": {"git_commit": False}}
 

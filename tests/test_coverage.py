@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from memdir import coverage
-from memdir.coverage import FileFacts, build_report, facts_for, report_for_folder, walk_key
+from memdir.kiwi import report as coverage
+from memdir.kiwi.report import FileFacts, build_report, facts_for, report_for_folder, walk_key
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 MISSING = (
@@ -537,7 +537,7 @@ def test_build_report_matches_folder_report(tmp_path: Path) -> None:
     write(tmp_path, "episodes/a.md", "episode_id: a\n")
     write(tmp_path, "episodes/b.md", "id: b\nscope: x\n")
     write(tmp_path, "page.md", "merged-from:\n  - {type: run, id: a}\n")
-    from memdir import frontmatter
+    from memdir.doc import frontmatter
 
     facts = [
         FileFacts.from_json(
@@ -569,7 +569,7 @@ def test_build_report_speed() -> None:
 
 
 def test_file_lists_render_like_the_general_encoder() -> None:
-    from memdir.coverage import _go_json, dumps_go, go_string
+    from memdir.kiwi.report import _go_json, dumps_go, go_string
 
     entries = [
         {"path": "episodes/a.md", "episode_id": "a"},

@@ -129,8 +129,9 @@ def test_a_refused_apply_packet_lists_its_reasons_without_a_failed_run(
 
 
 def test_a_setting_with_choices_refuses_another_value_before_any_command(store_root: Path) -> None:
-    from memdir import settings, tokens
-    from memdir.retrieval import MODES
+    from memdir import settings
+    from memdir.doc import tokencount as tokens
+    from memdir.retrieval.verbs import MODES
 
     assert settings.CHOICES[("search", "mode")] == MODES
     assert settings.CHOICES[("turns", "token_counter")] == tokens.COUNTER_NAMES

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memdir import embeddings as emb
-from memdir.chunking import chunk, word_spans
+from memdir.doc.chunking import chunk, word_spans
 from memdir.errors import ConfigError, MissingExtra, ProviderError
-from memdir.plugins import hookimpl, manager
+from memdir.providers.plugins import hookimpl, manager
 from memdir.settings import EmbeddingsSettings
+from memdir.vectors import embedder as emb
 
 HAVE_MODEL = all(
     importlib.util.find_spec(m) is not None
@@ -116,7 +116,7 @@ def test_fast_queries_are_close_to_documents_and_leave_documents_exact(
 def test_a_query_graph_onnxruntime_refuses_falls_back_to_the_exact_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memdir import onnxproto
+    from memdir.vectors import onnxproto
 
     monkeypatch.setattr(onnxproto, "int8_query_model", lambda model: b"not an onnx model")
     fresh = emb.MiniLMEmbedder()
@@ -128,7 +128,7 @@ def test_a_query_graph_onnxruntime_refuses_falls_back_to_the_exact_one(
 def test_the_query_graph_is_kept_on_disk_for_the_next_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memdir import onnxproto
+    from memdir.vectors import onnxproto
 
     text = "When did Melanie go camping?"
     first = emb.MiniLMEmbedder(cache_dir=tmp_path / "cache")

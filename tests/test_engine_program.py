@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memdir import harness, program
+from memdir.engine import harness, program
 from memdir.errors import ConfigError, HarnessChanged, NotFound, ProgramError
 
 

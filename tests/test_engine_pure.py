@@ -8,9 +8,9 @@ from importlib import resources
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memdir import frontmatter, harness
-from memdir.engine import okf, reflect, routing, writer
-from memdir.program import Budgets, Bundle
+from memdir.doc import frontmatter
+from memdir.engine import harness, okf, reflect, routing, writer
+from memdir.engine.program import Budgets, Bundle
 
 HARNESS = harness.parse(
     resources.files("memdir").joinpath("templates", "HARNESS.md").read_text(encoding="utf-8")

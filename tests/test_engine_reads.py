@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 OFF = {"embeddings": {"enabled": False}}
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memdir import frontmatter
+from memdir.doc import frontmatter
 from memdir.engine import consolidate as consolidating
 from memdir.errors import InvalidInput
 from memdir.service import Memory

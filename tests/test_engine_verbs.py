@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from http_server import ServiceHandler, fake_service
-from memdir import frontmatter
+from memdir.doc import frontmatter
 from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput, InvalidQuery
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 BREAD = (
     "# Sourdough starter care\n\nA sourdough starter is flour and water colonised by wild "

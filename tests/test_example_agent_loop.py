@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from conftest import committed
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "agent_loop.py"
 

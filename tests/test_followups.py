@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from memdir import frontmatter
-from memdir.compact import DefaultCompactor
+from memdir.doc import frontmatter
 from memdir.errors import Conflict, HarnessChanged
+from memdir.files.store import Store, is_store
 from memdir.service import Memory
-from memdir.store import Store, is_store
+from memdir.turns.compaction import DefaultCompactor
 from test_engine_review import BREAD, BROKEN
 
 

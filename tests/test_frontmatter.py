@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memdir import frontmatter
+from memdir.doc import frontmatter
 from memdir.errors import InvalidDocument
 
 DOC = """---

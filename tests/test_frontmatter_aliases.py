@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from conftest import committed, run_cli
-from memdir import coverage, frontmatter
+from memdir.doc import frontmatter
+from memdir.doc.frontmatter import _fast_load, _load_yaml
 from memdir.errors import InvalidDocument
-from memdir.frontmatter import _fast_load, _load_yaml
 from memdir.index import documents
+from memdir.kiwi import report as coverage
 from memdir.service import Memory
 
 ALIASES = "aliases are not supported"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from memdir import frontmatter
+from memdir.doc import frontmatter
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 ODD = {
     "tab": "---\ntitle:\tKettles\ntags: [a, b]\n---\n# Kettles\n\nDescale with vinegar.\n",

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memdir import frontmatter
-from memdir.frontmatter import _fast_load, _load_yaml
+from memdir.doc import frontmatter
+from memdir.doc.frontmatter import _fast_load, _load_yaml
 
 
 def same(a: Any, b: Any) -> bool:

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import run_cli
 from http_server import live_server
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 NO_GIT = {"store": {"git_commit": False}}
 LETTERS = {"store": {"git_commit": False}, "embeddings": {"provider": "letters"}}

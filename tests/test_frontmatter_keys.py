@@ -11,9 +11,9 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from memdir import frontmatter
+from memdir.doc import frontmatter
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 NO_GIT = {"store": {"git_commit": False}}
 # key text -> value: each key reads, as YAML 1.1 would type it, as another key or a non-string

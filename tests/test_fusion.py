@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memdir.fusion import add_boost, diversify, rrf
+from memdir.retrieval.fusion import add_boost, diversify, rrf
 
 
 def test_rrf_scores_and_why_by_hand() -> None:

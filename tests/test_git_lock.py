@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from conftest import committed, run_cli
-from memdir import journal
+from memdir.files import journal
 from memdir.service import Memory
 
 

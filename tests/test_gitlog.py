@@ -14,8 +14,8 @@ import pytest
 
 from conftest import committed
 from memdir.errors import GitError
-from memdir.gitlog import GitLog
-from memdir.store import Store
+from memdir.files.gitlog import GitLog
+from memdir.files.store import Store
 
 
 def tracked(root: Path) -> set[str]:

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from conftest import committed
 from http_server import live_server
 from memdir.errors import GitError
-from memdir.gitlog import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, GitLog, clean_message, clean_name
+from memdir.files.gitlog import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, GitLog, clean_message, clean_name
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 GENERIC = "changes whose own commit git refused"
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 from http_server import Live, live_server
-from memdir.store import Store
+from memdir.files.store import Store
 
 DOC = (
     "---\ntitle: Deploys\n---\n# Deploys\n\nRoll back with the blue-green switch.\n\n"

@@ -28,7 +28,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import run_cli
 from http_server import free_port, serving
-from memdir.auth import TokenRegistry
+from memdir.access import TokenRegistry
 from memdir.http.app import create_api
 from memdir.http.middleware import ServerMiddleware
 from memdir.http.serving import DeferredApp

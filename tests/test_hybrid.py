@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir.cli import cli
-from memdir.datehints import Window, closeness, names_a_date, parse_time, windows
 from memdir.errors import InvalidInput, InvalidQuery
+from memdir.files.store import Store
 from memdir.index.search import words
+from memdir.retrieval.datehints import Window, closeness, names_a_date, parse_time, windows
+from memdir.retrieval.userhints import named_users, without_users
 from memdir.service import Memory
-from memdir.store import Store
-from memdir.userhints import named_users, without_users
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import committed, killed_after
-from memdir import journal
+from memdir.files import journal
+from memdir.files.store import Store
 from memdir.service import Memory
 from memdir.settings import load
-from memdir.store import Store
 
 
 def journals(root: Path) -> list[Path]:
@@ -82,7 +82,7 @@ CRASH = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from memdir.store import Store
+    from memdir.files.store import Store
     from memdir.settings import load
     root = Path(sys.argv[1])
     store = Store(root, load(root))
@@ -151,7 +151,7 @@ HOLD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from memdir.store import Store
+    from memdir.files.store import Store
     from memdir.settings import load
     root = Path(sys.argv[1])
     store = Store(root, load(root))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memdir.links import Link, extract, section, sections, title_of
+from memdir.doc.links import Link, extract, section, sections, title_of
 
 
 def _targets(body: str) -> list[tuple[str, str]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memdir import onnxproto as pb
-from memdir.vectorscan import matmul_integer_model
+from memdir.vectors import onnxproto as pb
+from memdir.vectors.scan import matmul_integer_model
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from memdir.files.store import Store
 from memdir.index import postings
 from memdir.index.search import Filters, fts_query, query_words
 from memdir.service import Memory
-from memdir.store import Store
 
 WORDS = "deploy canary rollback cache latency budget timeout alert violin lake".split()
 FILLER = [f"{a}{b}" for a in ("al", "be", "ga", "de", "ep", "ze", "et", "th") for b in "aeiouyxz"]

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import run_cli
 from http_server import live_server
-from memdir import patterns, service
+from memdir import service
+from memdir.doc import patterns
 from memdir.errors import InvalidQuery
 from memdir.service import Memory
 

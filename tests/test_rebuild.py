@@ -77,7 +77,7 @@ def test_a_rebuild_adds_files_in_path_order(mem: Memory) -> None:
 
     The turns are recorded newest first, so creation order is the reverse of time order.
     """
-    from memdir.ids import new_id
+    from memdir.doc.ids import new_id
 
     ids = [new_id() for _ in range(30)]
     for ident in reversed(ids):

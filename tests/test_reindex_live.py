@@ -20,9 +20,8 @@ import pytest
 
 from conftest import run_cli
 from http_server import live_server
-from memdir import watch
 from memdir.errors import IndexBusy
-from memdir.index import Index, db
+from memdir.index import Index, db, watch
 from memdir.index.search import Filters, bm25
 from memdir.service import Memory
 

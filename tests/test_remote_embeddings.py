@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from http_server import ServiceHandler, fake_service, free_port
-from memdir import embeddings as emb
 from memdir.errors import MissingExtra, ModelMismatch, ProviderError
-from memdir.remote_embeddings import OpenAIEmbedder
+from memdir.files.store import Store
 from memdir.service import Memory
 from memdir.settings import EmbeddingsSettings
-from memdir.store import Store
+from memdir.vectors import embedder as emb
+from memdir.vectors.remote import OpenAIEmbedder
 
 KEY = "sk-test-4f9a1c77e2"
 

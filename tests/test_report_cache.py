@@ -6,7 +6,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from memdir import coverage
+from memdir.kiwi import report as coverage
 from memdir.service import Memory
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from http_server import ServiceHandler, fake_service, free_port
-from memdir import rerank
 from memdir.errors import ConfigError, ProviderError
-from memdir.plugins import hookimpl, manager
+from memdir.files.store import Store
+from memdir.providers.plugins import hookimpl, manager
+from memdir.retrieval import rerank
 from memdir.service import Memory
-from memdir.store import Store
 
 SEEN: list[tuple[str, list[str]]] = []
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from memdir import embeddings, rerank
 from memdir.errors import InvalidInput
-from memdir.plugins import hookimpl, manager
+from memdir.providers.plugins import hookimpl, manager
+from memdir.retrieval import rerank
 from memdir.service import Memory
+from memdir.vectors import embedder as embeddings
 from test_hybrid import _open, _turn
 from test_vectors import Letters
 

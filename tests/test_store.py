@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import committed
-from memdir import frontmatter
+from memdir.doc import frontmatter
 from memdir.errors import (
     InvalidDocument,
     InvalidProvenance,
@@ -19,8 +19,8 @@ from memdir.errors import (
     TooLarge,
     UnsafePath,
 )
+from memdir.files.store import Store, find_root
 from memdir.service import Memory
-from memdir.store import Store, find_root
 
 
 def git_log(root: Path, fmt: str = "%an|%s") -> list[str]:

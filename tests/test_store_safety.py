@@ -23,8 +23,8 @@ from memdir.errors import (
     TooLarge,
     UnsafePath,
 )
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 
 def test_engine_writes_reach_the_index_within_the_command(store_root: Path) -> None:

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memdir import tokens
+from memdir.doc import tokencount as tokens
+from memdir.doc.ids import new_id
 from memdir.errors import ConfigError, MissingExtra
-from memdir.ids import new_id
 
 
 def test_tiktoken_counter_is_offline_cl100k() -> None:

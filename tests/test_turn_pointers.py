@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from memdir import frontmatter
+from memdir.doc import frontmatter
+from memdir.files.store import Store
 from memdir.index.documents import searchable_body
 from memdir.index.search import present
 from memdir.service import Memory
-from memdir.store import Store
-from memdir.turns import turn_path
+from memdir.turns.verbs import turn_path
 
 NO_GIT = {"store": {"git_commit": False}}
 NOTE_MIGRATION = "0700_turn_body_without_no_tools_note"

@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from memdir.cli import cli
+from memdir.doc.ids import new_id
 from memdir.errors import Conflict, InvalidInput, NotFound
-from memdir.ids import new_id
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
-from memdir.turns import parse_turn, turn_path, worklog_path
+from memdir.turns.verbs import parse_turn, turn_path, worklog_path
 
 NO_GIT = {"store": {"git_commit": False}}
 
@@ -399,7 +399,8 @@ def test_compactor_failure_is_recorded_in_the_record(tmp_path: Path) -> None:
 
 
 def test_the_index_and_the_turns_name_the_same_type() -> None:
-    from memdir import index, turns
+    from memdir import index
+    from memdir.turns import verbs as turns
 
     assert index.TURN_TYPE == turns.TURN_TYPE
 

@@ -9,9 +9,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memdir.doc.ids import new_id
 from memdir.errors import InvalidInput
-from memdir.ids import new_id
-from memdir.turns import (
+from memdir.turns.verbs import (
     TurnRecord,
     created_of,
     parse_turn,

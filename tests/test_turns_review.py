@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from memdir import tokens
-from memdir.compact import says_nothing_new
+from memdir.doc import tokencount as tokens
+from memdir.doc.ids import new_id
 from memdir.errors import InvalidInput
-from memdir.ids import new_id
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
+from memdir.turns.compaction import says_nothing_new
 
 NO_GIT: dict[str, Any] = {"store": {"git_commit": False}, "embeddings": {"enabled": False}}
 

@@ -1,5 +1,5 @@
 """An engine run whose process dies before it commits is put back when the store is next
-opened (memdir.undo): a real consolidate, killed with SIGKILL by its own writer plugin."""
+opened (memdir.files.undo): a real consolidate, killed with SIGKILL by its own writer plugin."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from memdir import journal
+from memdir.files import journal
+from memdir.files.store import Store, atomic_write
+from memdir.files.undo import SUFFIX, Undo, recover
 from memdir.service import Memory
-from memdir.store import Store, atomic_write
-from memdir.undo import SUFFIX, Undo, recover
 from test_consolidate_atomic import SOURCES, assert_untouched, folders, snapshot
 from test_engine_review import git
 
@@ -23,7 +23,7 @@ from test_engine_review import git
 KILLED_RUN = """
 import os, signal, sys
 from memdir.engine.writer import ExtractiveWriter
-from memdir.plugins import hookimpl, manager
+from memdir.providers.plugins import hookimpl, manager
 from memdir.service import Memory
 
 class Killer:

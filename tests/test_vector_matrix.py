@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memdir import vectormatrix
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
-from memdir.vectors import VectorHit, VectorIndex
+from memdir.vectors import matrix as vectormatrix
+from memdir.vectors.index import VectorHit, VectorIndex
 
 WORDS = (
     "lake sunrise marathon cat garden painting guitar camping festival recipe coffee "

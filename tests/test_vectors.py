@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memdir import embeddings as emb
 from memdir.errors import InvalidQuery, MissingExtra, ModelMismatch, ProviderError
-from memdir.plugins import hookimpl
-from memdir.retrieval import RetrievalVerbs
+from memdir.files.store import Store
+from memdir.providers.plugins import hookimpl
+from memdir.retrieval.verbs import RetrievalVerbs
 from memdir.service import Memory
-from memdir.store import Store
-from memdir.vectors import passage, turn_text
+from memdir.vectors import embedder as emb
+from memdir.vectors.index import passage, turn_text
 
 CALLS: list[int] = []
 
@@ -264,7 +264,7 @@ def test_turn_text_keeps_what_was_said() -> None:
 
 def test_int8_scores_stay_within_their_bounds() -> None:
     pytest.importorskip("onnxruntime")
-    from memdir.vectorscan import Int8Scorer
+    from memdir.vectors.scan import Int8Scorer
 
     rng = np.random.default_rng(5)
     matrix = rng.standard_normal((3000, 48)).astype(np.float32)

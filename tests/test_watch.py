@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from memdir import watch
 from memdir.errors import ConfigError
+from memdir.index import watch
+from memdir.index.watch import Watcher
 from memdir.service import Memory
-from memdir.watch import Watcher
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
 

@@ -17,9 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from conftest import run_cli
 from http_server import live_server
-from memdir import frontmatter, provenance
+from memdir.doc import frontmatter, provenance
+from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.store import Store
 
 PAGE = "wiki/ops/deploys.md"
 EPISODE = "episodes/operational/e1.md"

@@ -19,18 +19,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import coverage, links, paths, patterns, provenance, watch
+from .doc import links, paths, patterns, provenance
+from .doc.frontmatter import json_value
+from .doc.text import bad_char, lone_surrogate, one_line
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
-from .frontmatter import json_value
-from .index import Difference, Index, SyncStats
+from .files.store import Store, WriteResult, content_hash, find_root
+from .index import Difference, Index, SyncStats, watch
 from .index.search import Filters, Hit, bm25
-from .retrieval import RetrievalVerbs
+from .kiwi import report as coverage
+from .retrieval.verbs import RetrievalVerbs
 from .settings import Settings
 from .settings import load as load_settings
-from .store import Store, WriteResult, content_hash, find_root
-from .text import bad_char, lone_surrogate, one_line
-from .turns import TURNS_DIR, WORKLOG_SUFFIX, TurnVerbs
+from .turns.verbs import TURNS_DIR, WORKLOG_SUFFIX, TurnVerbs
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def _split_where(item: str) -> tuple[str, str]:
 
 
 def typed_scalar(value: str) -> Any:
-    from .frontmatter import parse
+    from .doc.frontmatter import parse
 
     typed = parse(f"---\nv: {value}\n---\n").fm.get("v", value) if value else value
     return typed if isinstance(typed, str | int | float | bool) else value
@@ -139,7 +140,7 @@ class StoreVerbs:
         # changed: the rebuild reads every file, and the first sync after it catches up.
         if self.index.rebuilding():
             return SyncStats()
-        # A running watcher (memdir.watch) brings the index in step for a round trip, so
+        # A running watcher (memdir.index.watch) brings the index in step for a round trip, so
         # it is always asked; the interval only spaces out the walks made without one.
         if watch.confirm(self.store.root):
             self._last_sync = time.monotonic()
@@ -176,7 +177,7 @@ class StoreVerbs:
         return block()
 
     def start_watcher(self) -> bool:
-        """Keep the index in step from change events (servers; see :mod:`memdir.watch`).
+        """Keep the index in step from change events (servers; see :mod:`memdir.index.watch`).
 
         Starts a watcher thread unless one already runs for the store (then this process
         asks that one) or the platform has no inotify. While one runs, every verb's sync
@@ -369,7 +370,7 @@ class StoreVerbs:
         etag = f'"{content_hash(raw)[:32]}"'
         if section is None:
             return ReadResult(norm, text, etag)
-        from .frontmatter import parse
+        from .doc.frontmatter import parse
 
         found = links.section(parse(text).body, section)
         if found is None:
@@ -444,7 +445,7 @@ class StoreVerbs:
         Patterns are run by the ``regex`` module (the syntax of Python's ``re``) with a
         time limit: a pattern that backtracks without end ("(a+)+$") stops after
         ``GREP_SECONDS`` in all with ``invalid_query``, instead of holding a server. What
-        would take memory without a bound is refused first (:func:`memdir.patterns.check`:
+        would take memory without a bound is refused first (:func:`memdir.doc.patterns.check`:
         recursion, huge counts, long patterns), and a long line is searched in windows of
         ``GREP_WINDOW`` characters, since the engine's stack grows with the text it is given.
         """
@@ -499,7 +500,7 @@ class StoreVerbs:
         """The visible documents under ``prefix``, in walk order.
 
         A symlink under ``prefix`` whose file or folder lies outside it is not listed: its
-        title and size are the other file's (:func:`memdir.paths.links_out`).
+        title and size are the other file's (:func:`memdir.doc.paths.links_out`).
         """
         self.sync()
         flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
@@ -770,7 +771,7 @@ class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
         self._watcher = None
         if store.crashed:  # a writer died: what it renamed into place may be unindexed
             index.sync()
-        elif store.put_back:  # files of a run that died before its commit (memdir.undo)
+        elif store.put_back:  # files of a run that died before its commit (memdir.files.undo)
             index.sync_paths([p for p in store.put_back if not p.startswith(".memdir/")])
 
     @classmethod

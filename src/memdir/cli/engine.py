@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from .context import echo_json, memory, read_input, root_flag
+from .common import echo_json, memory, read_input, root_flag
 
 as_json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import StoreNotFound
-from .context import echo_json, memory, root_flag, root_option
+from .common import echo_json, memory, root_flag, root_option
 
 
 @click.group("memory")
@@ -45,8 +45,8 @@ def report_cmd(
 
     Example: memdir memory report --json --fail-under 90
     """
-    from .. import coverage
-    from ..store import find_root, is_store
+    from ..files.store import find_root, is_store
+    from ..kiwi import report as coverage
 
     chosen = root_option(ctx, root)
     folder: Path | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .context import echo_json, memory, root_flag
+from .common import echo_json, memory, root_flag
 
 
 @click.command("search")
@@ -55,7 +55,7 @@ def search_cmd(
 
     Example: memdir search "deploy rollback" --kind semantic --limit 5 --mode hybrid
     """
-    from ..retrieval import ProgressPrinter
+    from ..retrieval.verbs import ProgressPrinter
 
     with memory(ctx, root) as mem:
         effective, note = mem.search_mode(mode)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError, InvalidInput, NotFound
-from .context import echo_json, root_flag, root_option
+from .common import echo_json, root_flag, root_option
 
 
 @click.group("token")
@@ -24,8 +24,8 @@ def token_group() -> None:
 
 
 def _config_path(ctx: click.Context, root: str | None) -> Path:
+    from ..files.store import find_root
     from ..settings import config_path
-    from ..store import find_root
 
     return config_path(find_root(explicit=root_option(ctx, root)))
 
@@ -34,9 +34,9 @@ def _edit_tokens(path: Path, change: Any, message: str) -> list[Any]:
     """Read-modify-write of the token tables under the store's write lock."""
     import tomllib
 
-    from .. import auth
-    from ..locks import FileLock
-    from ..store import atomic_write
+    from .. import access as auth
+    from ..files.locks import FileLock
+    from ..files.store import atomic_write
 
     with FileLock(path.parent / "write.lock").hold():
         try:
@@ -51,7 +51,7 @@ def _edit_tokens(path: Path, change: Any, message: str) -> list[Any]:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"refusing to write {path}: it would not parse ({exc})") from None
         atomic_write(path, new_text.encode("utf-8"))
-    from ..gitlog import GitLog
+    from ..files.gitlog import GitLog
 
     log = GitLog(path.parent.parent)
     log.queue([".memdir/config.toml"], "memdir", message)
@@ -84,7 +84,8 @@ def token_create(
 
     Example: memdir token create planner --scope write --prefix episodes/
     """
-    from .. import auth, provenance
+    from .. import access as auth
+    from ..doc import provenance
 
     auth.check_name(name)
     token = auth.new_token()
@@ -115,7 +116,7 @@ def token_list(ctx: click.Context, as_json: bool, root: str | None) -> None:
 
     Example: memdir token list
     """
-    from .. import auth
+    from .. import access as auth
 
     path = _config_path(ctx, root)
     entries = auth.entries_in_config(path.read_text(encoding="utf-8"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import InvalidInput
-from .context import echo_json, memory, read_input, root_flag, root_option
+from .common import echo_json, memory, read_input, root_flag, root_option
 
 
 @click.command("init")
@@ -165,7 +165,7 @@ def reindex_cmd(ctx: click.Context, full: bool, vectors: bool, root: str | None)
 
     Example: memdir reindex --full; memdir reindex --vectors
     """
-    from ..retrieval import ProgressPrinter
+    from ..retrieval.verbs import ProgressPrinter
 
     with memory(ctx, root, sync=False) as mem:
         stats = mem.reindex(full=full)
@@ -231,7 +231,7 @@ def watch_cmd(ctx: click.Context, quiet: bool, root: str | None) -> None:
     """
     import signal
 
-    from ..watch import Watcher
+    from ..index.watch import Watcher
 
     with memory(ctx, root, sync=False) as mem:
         watcher = Watcher(mem.store.root, mem.index)

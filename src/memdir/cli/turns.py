@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import InvalidInput
-from .context import echo_json, memory, read_input, root_flag
+from .common import echo_json, memory, read_input, root_flag
 
 if TYPE_CHECKING:
     from ..service import Memory

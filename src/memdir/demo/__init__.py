@@ -92,7 +92,7 @@ def build(directory: Path, *, echo: Any = print) -> dict[str, Any]:
         f"reflect: {reflected['lessons']} lessons, snapshot {reflected['snapshot_tokens']}/"
         f"{reflected['snapshot_cap']} tokens"
     )
-    from ..coverage import render_text
+    from ..kiwi.report import render_text
 
     echo("memory report:")
     echo(render_text(report).rstrip())

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import coverage, frontmatter
+from ..doc import frontmatter
+from ..doc.ids import new_id
 from ..errors import InvalidInput, MemdirError, ProviderError
-from ..harness import Harness
-from ..ids import new_id
-from ..program import Program
+from ..kiwi import report as coverage
 from . import routing, wiki
 from .files import Batch, markdown_under
+from .harness import Harness
+from .program import Program
 from .reflect import now_utc, rfc3339
 from .terms import slugify
 from .writer import (

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
+from ..doc.text import read_utf8
 from ..errors import InvalidInput
-from ..text import read_utf8
 from .query import Recall
 
 K = (1, 3, 5)

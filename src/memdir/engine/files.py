@@ -12,10 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import paths
+from ..doc import paths
 from ..errors import MemdirError
-from ..store import Store, atomic_write
-from ..undo import Undo
+from ..files.store import Store, atomic_write
+from ..files.undo import Undo
 from . import runs
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class Batch:
         """Run the block; if it raises, :meth:`rollback` and re-raise, saying so.
 
         From here until :meth:`commit`, what the batch changes is also noted on disk
-        (memdir.undo), so a process that dies before the commit is put back the next time
+        (memdir.files.undo), so a process that dies before the commit is put back the next time
         the store is opened.
 
         A :class:`MemdirError` keeps its class (and so its code) with the message prefixed;
@@ -144,7 +144,7 @@ class Batch:
         """One commit of everything written (False when git is off or nothing changed).
 
         Past this point the run stands: a commit git refuses stays queued and is retried
-        (memdir.gitlog), the files being complete.
+        (memdir.files.gitlog), the files being complete.
         """
         paths = self.paths
         self._forget()
@@ -160,7 +160,7 @@ class Batch:
 
 def markdown_under(root: Path, folder: str) -> Iterator[str]:
     """Store-relative ``.md`` paths under ``folder`` (dot-names skipped), sorted: only the
-    regular files of the store (:func:`memdir.paths.readable`), so an engine walk never reads
+    regular files of the store (:func:`memdir.doc.paths.readable`), so an engine walk never reads
     through a symlink out of the store or into ``.git/``, nor waits on a pipe."""
     base = root / folder
     if not base.is_dir():

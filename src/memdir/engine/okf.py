@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from .. import frontmatter
+from ..doc import frontmatter
 
 OKF_VERSION = "0.2"
 RESERVED = ("index.md", "log.md")

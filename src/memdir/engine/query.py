@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import frontmatter
-from ..harness import FOOTNOTE_DEF, FOOTNOTE_REF, body_sections, claims
-from ..program import Program
+from ..doc import frontmatter
 from . import okf
+from .harness import FOOTNOTE_DEF, FOOTNOTE_REF, body_sections, claims
+from .program import Program
 from .terms import term_set
 
 

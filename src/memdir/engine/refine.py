@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import frontmatter, links
-from ..harness import Harness, validate_article
-from ..program import Program
-from ..text import read_utf8
+from ..doc import frontmatter, links
+from ..doc.text import read_utf8
 from . import okf, reflect, wiki
 from .files import markdown_under
+from .harness import Harness, validate_article
+from .program import Program
 
 EXPERIENCE = ("episodes/operational", "episodes/life", "episodes/signal")
 

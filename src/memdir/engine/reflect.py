@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .. import frontmatter
-from ..harness import body_sections, claims
+from ..doc import frontmatter
+from .harness import body_sections, claims
 from .terms import term_set
 
 KINDS = ("operational", "life", "signal")

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..program import Bundle
+from .program import Bundle
 from .terms import STOPWORDS, stem, term_set, terms, words
 
 

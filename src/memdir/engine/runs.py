@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..text import read_utf8
+from ..doc.text import read_utf8
 
 HEADER = "timestamp\tverb\tstatus\tnotes\n"
 

@@ -8,28 +8,28 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import frontmatter, lazy
+from .. import lazy
+from ..doc import frontmatter
+from ..doc.ids import new_id
+from ..doc.text import actor_name, lone_surrogate, one_line, read_utf8
 from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
-from ..ids import new_id
 from ..index.search import query_words
-from ..text import actor_name, lone_surrogate, one_line, read_utf8
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from .. import harness, program
+    from ..files.store import Store
     from ..index import Index
     from ..settings import Settings
-    from ..store import Store
     from . import consolidate as consolidating
     from . import evaluate as evaluating
-    from . import files, reflect, runs, terms, wiki
+    from . import files, harness, program, reflect, runs, terms, wiki
     from . import query as querying
     from . import refine as refining
     from . import writer as writing
 else:  # loaded when a verb first needs them (memdir.lazy)
-    harness = lazy.module("memdir.harness")
-    program = lazy.module("memdir.program")
+    harness = lazy.module("memdir.engine.harness")
+    program = lazy.module("memdir.engine.program")
     consolidating = lazy.module("memdir.engine.consolidate")
     evaluating = lazy.module("memdir.engine.evaluate")
     querying = lazy.module("memdir.engine.query")
@@ -46,7 +46,7 @@ ACTOR = "memdir-engine"
 
 def _count_tokens(text: str) -> int:
     try:
-        from ..tokens import count
+        from ..doc.tokencount import count
     except ImportError:  # pragma: no cover - the token module ships with memdir
         return len(text.encode("utf-8"))
     return count(text)
@@ -172,7 +172,7 @@ class EngineVerbs:
             if not text.strip():
                 raise InvalidDocument(f"{name}: the source is empty")
             prepared.append((name, text))
-        from .. import provenance as prov_mod
+        from ..doc import provenance as prov_mod
 
         # Checked before anything is written: a malformed value is refused for every source.
         given = prov_mod.parse(provenance) if provenance else None

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import frontmatter
-from ..program import Program
+from ..doc import frontmatter
 from . import okf
 from .files import Batch, markdown_under
+from .program import Program
 from .writer import RelatedArticle
 
 

@@ -17,12 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .. import frontmatter
+from ..doc import frontmatter
 from ..errors import InvalidInput, ProviderError
-from ..harness import Harness, validate_article
-from ..plugins import hookimpl
-from ..program import Budgets
+from ..providers.plugins import hookimpl
 from . import okf
+from .harness import Harness, validate_article
+from .program import Budgets
 from .terms import sentences, term_set, terms
 
 EXTRACTIVE = "extractive"
@@ -355,7 +355,7 @@ def make_writer(settings: Any) -> Writer:
     """The writer named by ``[engine] writer`` (InvalidInput when none has that name)."""
     import sys
 
-    from ..plugins import manager, providers
+    from ..providers.plugins import manager, providers
 
     pm = manager()
     if not pm.has_plugin(__name__):

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from .. import __version__
-from ..auth import TokenRegistry
+from ..access import TokenRegistry
 from ..service import Memory
 from . import engine_routes, errors, routes, turn_routes
 from .middleware import ServerMiddleware

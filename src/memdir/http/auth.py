@@ -13,9 +13,10 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from .. import claims, provenance
-from ..auth import LOCAL, Principal
+from ..access import LOCAL, Principal
+from ..doc import provenance
 from ..errors import InvalidInput
+from ..files import claims
 from ..service import Memory
 from .middleware import header_text
 

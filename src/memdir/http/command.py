@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..auth import is_loopback
+from ..access import is_loopback
 from ..errors import ConfigError, MemdirError
 
 
@@ -19,8 +19,8 @@ def server_settings(root: str | None) -> Any:
     ``store.sync_interval_seconds`` and ``store.git_batch_seconds`` win when set
     (non-zero); otherwise the ``server.*`` values of the same name apply.
     """
+    from ..files.store import find_root
     from ..settings import load
-    from ..store import find_root
 
     found = find_root(explicit=root)
     settings = load(found)
@@ -66,7 +66,7 @@ def serve_cmd(
     started = time.perf_counter()
     import uvicorn
 
-    from ..auth import TokenRegistry
+    from ..access import TokenRegistry
     from ..settings import config_path
     from .middleware import ServerMiddleware
     from .serving import DeferredApp

@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from ..auth import Principal, TokenRegistry, is_loopback
+from ..access import Principal, TokenRegistry, is_loopback
 from ..errors import Forbidden, MemdirError, TooLarge, UnsupportedMediaType
 
 Scope = MutableMapping[str, Any]

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from .. import __version__
-from ..auth import authorize_path
+from ..access import authorize_path
 from ..errors import InvalidInput
 from .auth import (
     ActorHeader,
@@ -210,7 +210,7 @@ def memory_report(
     offset: Annotated[str | None, Query(description="Start of the page.")] = None,
 ) -> Response:
     """The KiwiFS-compatible coverage report; ``limit``/``offset`` page the two lists only."""
-    from .. import coverage
+    from ..kiwi import report as coverage
 
     principal.require_unconfined("the memory report")
     size = _paging(limit, "limit")

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from ..ids import new_id
-from ..turns import is_turn_id, turn_path
+from ..doc.ids import new_id
+from ..turns.verbs import is_turn_id, turn_path
 from .auth import ActorHeader, Mem, ProvenanceHeader, Reader, Writer, check_actor, check_provenance
 from .strict import StrictBody, strict_request
 

@@ -21,10 +21,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import locks
-from ..coverage import FileFacts
+from ..doc.paths import inside
 from ..errors import IndexBusy
-from ..paths import inside
+from ..files import locks
+from ..kiwi.report import FileFacts
 from . import db, postings
 from .db import connect
 from .documents import DocRow, analyze
@@ -70,7 +70,9 @@ class Difference:
         )
 
 
-TURN_TYPE = "turn"  # the type of turn records (memdir.turns.TURN_TYPE; the index cannot import it)
+TURN_TYPE = (
+    "turn"  # the type of turn records (memdir.turns.verbs.TURN_TYPE; the index cannot import it)
+)
 
 
 def _drop_turn(conn: sqlite3.Connection, doc_id: int, eid: str | None, kind: str | None) -> None:
@@ -595,7 +597,7 @@ class Index:
 COUNTERS = ("generation", postings.DOCS.seq_key, postings.PASSAGES.seq_key)
 
 # What a rebuild keeps (see _clear): the schema, and the vector side of the index, whose
-# tables memdir.vectors makes and keeps in step (keyed by document id and content hash).
+# tables memdir.vectors.index makes and keeps in step (keyed by document id and content hash).
 _KEPT_TABLES = (
     "migrations",
     "vectors",

@@ -7,8 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .. import coverage, frontmatter, links, paths
-from ..compact import NO_TOOLS_NOTE, says_nothing_new
+from ..doc import frontmatter, links, paths
+from ..kiwi import report as coverage
+from ..turns.compaction import NO_TOOLS_NOTE, says_nothing_new
 
 HIDDEN_STATUSES = frozenset({"superseded", "forgotten"})
 LINK_LIST_KEYS = ("related", "contradicts", "supersedes")
@@ -66,7 +67,7 @@ def _unwrap(target: str) -> str:
 
 
 # A turn record without tool calls has a Compact section that only says so and repeats the
-# output (memdir.compact.says_nothing_new). Indexed, it would make every turn match "tool"
+# output (memdir.turns.compaction.says_nothing_new). Indexed, it would make every turn match "tool"
 # and "calls", count the output's words twice and fill snippets with the repeat; the file
 # keeps it, the index leaves it out (migration 0700 does the same to older indexes).
 _NO_TOOLS_AT = "\n\n## Compact\n\n" + NO_TOOLS_NOTE

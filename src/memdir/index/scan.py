@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..paths import inside
+from ..doc.paths import inside
 
 
 def scan(root: Path) -> Iterator[tuple[str, int, int]]:

@@ -52,7 +52,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        # chunk vectors, derived (see memdir.vectors)
+        # chunk vectors, derived (see memdir.vectors.index)
         "vectors_0001",
         """
         CREATE TABLE chunks (
@@ -112,7 +112,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
     (
         # DAG walks read only indexes: a turn's doc id and the columns a walk returns by
-        # episode id, and a turn's parent ids by doc id (see memdir.turns)
+        # episode id, and a turn's parent ids by doc id (see memdir.turns.verbs)
         "0300_turn_walk",
         """
         CREATE INDEX docs_turn_walk
@@ -130,7 +130,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     (
         # The turn DAG as two narrow tables keyed by episode id: a walk step is one seek
         # (child -> parents, or parent -> children) and a node's columns one more, instead
-        # of a docs index seek and a links seek per step (see memdir.turns). They replace
+        # of a docs index seek and a links seek per step (see memdir.turns.verbs). They replace
         # the covering indexes of 0300, which only the walks used.
         "0500_turn_graph",
         """
@@ -163,7 +163,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
     (
         # cached postings of common words for the passages of hybrid search, per column
-        # (see memdir.index.postings; passages_fts itself is made by memdir.vectors)
+        # (see memdir.index.postings; passages_fts itself is made by memdir.vectors.index)
         "0600_passage_postings",
         """
         CREATE TABLE passage_postings (
@@ -209,7 +209,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        # Change logs for the vector index (see memdir.vectors), kept by triggers so every
+        # Change logs for the vector index (see memdir.vectors.index), kept by triggers so every
         # writer, in any process, logs: a document deleted or changed in content or
         # visibility (what a vector sync must look at besides the new ids, which are above
         # the largest it has seen: an insert trigger cost a 20k rebuild 20% more CPU), and a

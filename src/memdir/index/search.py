@@ -95,7 +95,7 @@ class Filters:
     where: tuple[tuple[str, Any], ...] = ()
     include_superseded: bool = False
     # Paths left out, a folder ending in "/" with all below it: what leads out of the path
-    # prefix through a symlink (memdir.paths.links_out).
+    # prefix through a symlink (memdir.doc.paths.links_out).
     exclude: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

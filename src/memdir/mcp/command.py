@@ -8,8 +8,8 @@ import click
 
 
 def _settings(root: str | None) -> Any:
+    from ..files.store import find_root
     from ..settings import load
-    from ..store import find_root
 
     found = find_root(explicit=root)
     settings = load(found)

@@ -21,9 +21,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
 from pydantic import ConfigDict, ValidationError
 
-from .. import __version__, arguments, claims
-from ..auth import LOCAL, Principal, TokenRegistry, authorize_path
+from .. import __version__, arguments
+from ..access import LOCAL, Principal, TokenRegistry, authorize_path
 from ..errors import MemdirError
+from ..files import claims
 from ..service import Memory
 from . import tools
 

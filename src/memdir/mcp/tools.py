@@ -10,10 +10,10 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from ..auth import Principal
+from ..access import Principal
+from ..doc.ids import new_id
 from ..errors import InvalidInput
-from ..ids import new_id
-from ..turns import is_turn_id, turn_path
+from ..turns.verbs import is_turn_id, turn_path
 
 if TYPE_CHECKING:
     from .server import Tooling
@@ -333,7 +333,7 @@ def register(server: MCPServer, t: Tooling) -> None:
         offset: Annotated[int, Field(ge=0, description="Start of the page.")] = 0,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
-            from .. import coverage
+            from ..kiwi import report as coverage
 
             p.require_unconfined("the memory report")
             data = coverage.report_to_json(mem.memory_report(episodes_prefix=episodes_prefix))

@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import locks
-from .errors import ConfigError
+from ..errors import ConfigError
+from ..files import locks
 
 if TYPE_CHECKING:
-    from .index import Index, SyncStats
+    from . import Index, SyncStats
 
 # inotify(7)
 IN_MODIFY = 0x00000002

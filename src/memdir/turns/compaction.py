@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import ProviderError
-from .plugins import hookimpl, providers
-from .settings import Settings
+from ..errors import ProviderError
+from ..providers.plugins import hookimpl, providers
+from ..settings import Settings
 
 Entry = Mapping[str, Any]
 
@@ -267,7 +267,7 @@ class LLMCompactor:
         try:
             import httpx
         except ImportError:
-            from .errors import MissingExtra
+            from ..errors import MissingExtra
 
             raise MissingExtra("the llm compactor needs the 'llm' extra (httpx)") from None
         log = "\n".join(json.dumps(e, ensure_ascii=False, sort_keys=True) for e in entries)

@@ -1,6 +1,6 @@
 """Just enough of the ONNX protobuf format to write small graphs and rewrite one.
 
-memdir builds a one-node scoring graph (:mod:`memdir.vectorscan`) and rewrites the
+memdir builds a one-node scoring graph (:mod:`memdir.vectors.scan`) and rewrites the
 embedding model's weight-only int8 products for queries (:func:`int8_query_model`),
 without the ``onnx`` package. Protobuf's wire format is a list of entries, each a field
 number, a wire type and a value: varints (type 0) and length-delimited bytes (type 2) are

@@ -6,7 +6,7 @@ appended; nothing else is copied, so a write costs a search what the write chang
 not a reload of the whole matrix. When the spare rows run out, or a quarter of the rows
 are masked, the live rows are copied into a new buffer (a compaction).
 
-The int8 first pass (:mod:`memdir.vectorscan`) covers the buffer in sealed ranges, each
+The int8 first pass (:mod:`memdir.vectors.scan`) covers the buffer in sealed ranges, each
 with its own scorer: the first covers every row when the matrix reaches
 ``quantise_from`` rows, and each later one the ``SEAL_ROWS`` rows appended after it.
 Rows not yet sealed are scored in float32. Every score comes with a bound on its error
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from .vectorscan import Int8Scorer
+    from .scan import Int8Scorer
 
 # Rows appended after the last sealed range that get an int8 scorer of their own.
 SEAL_ROWS = 4096
@@ -207,7 +207,7 @@ class ChunkMatrix:
         if live >= quantise_from and n:
             start = self._sealed[-1][1] if self._sealed else 0
             if n - start >= (SEAL_ROWS if self._sealed else 1):
-                from .vectorscan import Int8Scorer
+                from .scan import Int8Scorer
 
                 scorer = Int8Scorer(self._vecs[start:n], threads=self.threads)
                 self._sealed = (*self._sealed, (start, n, scorer))

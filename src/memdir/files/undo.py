@@ -19,7 +19,7 @@ When a store is opened, the undo files of processes that are gone are played bac
 - the appended lines are taken out (a file the run made and that holds only its header
   again is removed); the folders the run made are removed when empty.
 
-Records use the journal's framing (:func:`memdir.journal.frame`): a JSON header, the bytes
+Records use the journal's framing (:func:`memdir.files.journal.frame`): a JSON header, the bytes
 after it. ``{"run": verb}`` opens the file; ``{"file": path, "after": [sha256 or null],
 "before": length or null}`` carries the earlier bytes (``before`` only the first time a
 path is named; null: there was no file; an ``after`` of null: the run deleted it);

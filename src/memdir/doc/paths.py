@@ -11,7 +11,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from .errors import UnsafePath
+from ..errors import UnsafePath
 
 PRIVATE_DIRS = frozenset({".git", ".memdir"})
 HIDDEN_ZONES = ("quarantine/",)

@@ -10,7 +10,7 @@ The format (also written at the top of the template):
   value its scope.
 
 Anything else is a :class:`~memdir.errors.ProgramError` naming the file and line. The same
-section grammar serves ``HARNESS.md`` (see :mod:`memdir.harness`).
+section grammar serves ``HARNESS.md`` (see :mod:`memdir.engine.harness`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import InvalidInput, MemdirError, ProgramError
+from ..errors import InvalidInput, MemdirError, ProgramError
 
 _HEADING = re.compile(r"^##\s+(?P<name>.+?)\s*#*\s*$")
 _ITEM = re.compile(r"^[-*]\s+`?(?P<key>[^`:]+?)`?\s*:\s*(?P<value>.*?)\s*$")
@@ -228,7 +228,7 @@ def parse(text: str, source: str = "PROGRAM.md") -> Program:
 
 def with_settings(program: Program, engine: Any) -> Program:
     """Apply ``[engine]`` settings that differ from their defaults (they win over the file)."""
-    from .settings import EngineSettings
+    from ..settings import EngineSettings
 
     default = EngineSettings()
     thresholds = program.thresholds
@@ -283,7 +283,7 @@ def add_bundle(text: str, name: str, scope: str) -> str:
 
 def remove_bundle(text: str, name: str) -> str:
     """PROGRAM.md text without bundle ``name`` (NotFound when absent)."""
-    from .errors import NotFound
+    from ..errors import NotFound
 
     parse(text)
     for number, line in _bundle_lines(text):

@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import frontmatter, paths
-from .errors import InvalidDocument, InvalidInput, NotFound
-from .ids import id_time_ms, new_id
-from .text import bad_char, unicode_text
+from ..doc import frontmatter, paths
+from ..doc.ids import id_time_ms, new_id
+from ..doc.text import bad_char, unicode_text
+from ..errors import InvalidDocument, InvalidInput, NotFound
 
 if TYPE_CHECKING:
-    from .context import ContextPack
-    from .index import Index
-    from .index.search import Filters, Hit
-    from .settings import Settings
-    from .store import Store
+    from ..files.store import Store
+    from ..index import Index
+    from ..index.search import Filters, Hit
+    from ..settings import Settings
+    from .pack import ContextPack
 
 TURNS_DIR = "episodes/turns"
 TURN_TYPE = "turn"
@@ -503,8 +503,8 @@ class TurnVerbs:
         existing turns, input and output cannot both be empty, thread and user
         ids cannot hold path separators or control characters.
         """
-        from . import provenance as prov
-        from .compact import compact_worklog
+        from ..doc import provenance as prov
+        from .compaction import compact_worklog
 
         thread = validate_name("thread", thread, required=True)
         user = validate_name("user", user, required=False)
@@ -523,7 +523,7 @@ class TurnVerbs:
         self._check_parents(parent_ids)
         rel = turn_path(ident)
         if (self.store.root / rel).exists():
-            from .errors import Conflict
+            from ..errors import Conflict
 
             raise Conflict(f"turn {ident} already exists")
         compaction = compact_worklog(entries, input=input, output=output, settings=self.settings)
@@ -842,7 +842,7 @@ class TurnVerbs:
         ``filters`` (as for search: path prefix, kind, type, where, include_superseded)
         apply to the turn each work log belongs to.
         """
-        from .index.search import Filters, Hit, fts_query
+        from ..index.search import Filters, Hit, fts_query
 
         if limit is None:
             limit = self.settings.search.default_limit  # as search
@@ -879,8 +879,8 @@ class TurnVerbs:
         keywords: Sequence[str] | str = (),
         budget: int | None = None,
     ) -> ContextPack:
-        """Mode one: the context pack for the start of a turn (see :mod:`memdir.context`)."""
-        from .context import build_pack
+        """Mode one: the context pack for the start of a turn (see :mod:`memdir.turns.pack`)."""
+        from .pack import build_pack
 
         self.sync()
         return build_pack(self, thread=thread, user=user, keywords=keywords, budget=budget)

@@ -24,15 +24,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .chunking import Chunk, chunk, word_spans
-from .errors import MissingExtra, ProviderError
-from .plugins import hookimpl
+from ..doc.chunking import Chunk, chunk, word_spans
+from ..errors import MissingExtra, ProviderError
+from ..providers.plugins import hookimpl
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from .settings import EmbeddingsSettings
+    from ..settings import EmbeddingsSettings
 
     Matrix = npt.NDArray[np.float32]
 
@@ -384,7 +384,7 @@ def cache_dir(setting: str) -> Path | None:
 
 def _openai_factory(settings: EmbeddingsSettings) -> Embedder:
     # Imported here: httpx is needed only when this provider is configured.
-    from .remote_embeddings import OpenAIEmbedder
+    from .remote import OpenAIEmbedder
 
     return OpenAIEmbedder(settings)
 
@@ -398,7 +398,7 @@ def register_embedders(register: Callable[[str, Callable[..., Any]], None]) -> N
 
 def get_embedder(settings: EmbeddingsSettings) -> Embedder:
     """The embedder named by the settings, loaded once per process."""
-    from .plugins import build
+    from ..providers.plugins import build
 
     key = (
         settings.provider,

@@ -25,7 +25,7 @@ class Specs:
 
     @hookspec
     def register_rerankers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
-        """Register reranker factories (see :mod:`memdir.rerank`)."""
+        """Register reranker factories (see :mod:`memdir.retrieval.rerank`)."""
 
     @hookspec
     def register_compactors(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
@@ -36,7 +36,11 @@ class Specs:
         """Register article writer factories."""
 
 
-_DEFAULT_PLUGIN_MODULES: list[str] = ["memdir.embeddings", "memdir.rerank", "memdir.compact"]
+_DEFAULT_PLUGIN_MODULES: list[str] = [
+    "memdir.vectors.embedder",
+    "memdir.retrieval.rerank",
+    "memdir.turns.compaction",
+]
 _manager: pluggy.PluginManager | None = None
 
 
@@ -79,7 +83,7 @@ def build(hook: str, name: str, settings: Any, kind: type[object], label: str) -
     a factory that returns something else is a :class:`~memdir.errors.ProviderError`.
     ``label`` names the provider kind in messages ("embeddings provider").
     """
-    from .errors import ConfigError, ProviderError
+    from ..errors import ConfigError, ProviderError
 
     factories = providers(hook)
     if name not in factories:

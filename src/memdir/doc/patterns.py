@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import InvalidQuery
+from ..errors import InvalidQuery
 
 MAX_PATTERN_CHARS = 2000
 # Atoms after every count is multiplied out: at this limit (?:ab){10000} and a{20000} grew

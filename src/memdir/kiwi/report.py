@@ -25,7 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from memdir import frontmatter
+from memdir.doc import frontmatter
 
 __all__ = [
     "COMPATIBLE_TYPES",

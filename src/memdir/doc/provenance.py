@@ -7,8 +7,8 @@ from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import InvalidProvenance
 from . import frontmatter
-from .errors import InvalidProvenance
 
 # The keys that record where a document came from and what it consumed: a rewrite keeps them
 # unless its new content sets them itself.

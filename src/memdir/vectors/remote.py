@@ -20,13 +20,13 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .chunking import word_spans
-from .embeddings import Embedder, _need_numpy, normalise
-from .errors import MissingExtra, ProviderError
+from ..doc.chunking import word_spans
+from ..errors import MissingExtra, ProviderError
+from .embedder import Embedder, _need_numpy, normalise
 
 if TYPE_CHECKING:
-    from .embeddings import Matrix
-    from .settings import EmbeddingsSettings
+    from ..settings import EmbeddingsSettings
+    from .embedder import Matrix
 
 NAME = "openai"
 LLM_EXTRA = "pip install 'memdir[llm]'"

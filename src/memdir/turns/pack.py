@@ -15,7 +15,7 @@ and runs on an index), so its cost does not grow with the store:
 Every item carries the reason it is there; an item met again under another
 reason is not repeated (the reason is added to ``also``). Items are added in
 that order while they fit; the rendered pack's token count (see
-:mod:`memdir.tokens`) never exceeds the budget, and the same store gives the
+:mod:`memdir.doc.tokencount`) never exceeds the budget, and the same store gives the
 same pack. What did not fit is listed once in ``omitted``; a turn whose record
 cannot be read is listed in ``skipped`` with the reason.
 """
@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import tokens
-from .compact import says_nothing_new
-from .errors import InvalidDocument, InvalidInput, InvalidQuery
-from .turns import (
+from ..doc import tokencount as tokens
+from ..errors import InvalidDocument, InvalidInput, InvalidQuery
+from .compaction import says_nothing_new
+from .verbs import (
     TurnRecord,
     is_turn_id,
     parse_sections,
@@ -40,7 +40,7 @@ from .turns import (
 )
 
 if TYPE_CHECKING:
-    from .turns import TurnVerbs
+    from .verbs import TurnVerbs
 
 SNAPSHOT = "SNAPSHOT.md"
 USER_SLACK = 8
@@ -393,7 +393,7 @@ def _keyword_turns(conn: sqlite3.Connection, kws: Sequence[str], count: int) -> 
     then newest first. FTS5's own bm25() reads every match of every term to weigh it,
     which grows with the store; reading rows newest first and stopping does not.
     """
-    from .index.search import fts_query
+    from ..index.search import fts_query
 
     terms: list[str] = []
     for kw in kws:

@@ -21,8 +21,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import frontmatter, paths, provenance, undo
-from .errors import (
+from ..doc import frontmatter, paths, provenance
+from ..doc.text import actor_name as checked_actor
+from ..doc.text import lone_surrogate
+from ..errors import (
     Conflict,
     GitError,
     InvalidDocument,
@@ -34,13 +36,12 @@ from .errors import (
     TooLarge,
     UnsafePath,
 )
+from ..settings import Settings, config_path, default_config_toml
+from . import undo
 from .gitlog import BOOK_SUFFIX, GitLog, run_git
 from .journal import Journal, any_dead_owner, recover, tombstone
 from .journal import folder as journal_folder
 from .locks import FileLock
-from .settings import Settings, config_path, default_config_toml
-from .text import actor_name as checked_actor
-from .text import lone_surrogate
 
 log = logging.getLogger("memdir.store")
 
@@ -303,7 +304,7 @@ class Store:
         self._recover()
 
     def _recover(self) -> None:
-        """Replay what crashed writers journaled but may not have on disk (memdir.journal)."""
+        """Replay what crashed writers journaled but may not have on disk (memdir.files.journal)."""
         where = journal_folder(self.root)
         if not os.path.isdir(where):
             return
@@ -322,13 +323,13 @@ class Store:
             self._queue_commit(named, "memdir", f"recover {len(named)} journaled writes")
         crashed = bool(named)
         if undo.pending(self.root):
-            # Engine runs whose process died before they committed are put back (memdir.undo).
+            # Engine runs whose process died before they committed are put back (memdir.files.undo).
             crashed = True
             with self.lock():
                 for _verb, restored, _kept in undo.recover(self.root, atomic_write):
                     self.put_back += restored
         if self.settings.store.git_commit and self.git.enabled:
-            # Writes a dead process acknowledged but had not committed yet (memdir.gitlog).
+            # Writes a dead process acknowledged but had not committed yet (memdir.files.gitlog).
             books, booked = self.git.recover_books()
             crashed = crashed or books > 0
             if booked:
@@ -395,7 +396,7 @@ class Store:
                 continue
             atomic_write(target, text.encode("utf-8"))
             created.append(rel)
-        from . import harness
+        from ..engine import harness
 
         if harness.pinned(root) is None:
             harness.pin(root, harness.load(root).sha256)
@@ -634,7 +635,7 @@ class Store:
 
         With ``full`` durability, files that do not exist yet (a turn and its work log) are
         written without syncs and made durable by one synced append to this process's
-        journal (:mod:`memdir.journal`), before the call returns.
+        journal (:mod:`memdir.files.journal`), before the call returns.
         """
         actor_name = checked_actor(actor)
         prepared = [
@@ -751,13 +752,13 @@ class Store:
 
     def _announce(self) -> None:
         """Before a write: leave the sign (a locked book) that tells the next open of the
-        store whether this process died in the middle of one (memdir.gitlog)."""
+        store whether this process died in the middle of one (memdir.files.gitlog)."""
         if self.settings.store.git_commit:
             self.git.open_book()
 
     def _queue_commit(self, rels: list[str], actor: str, message: str) -> None:
         """Queue a commit of a write that is done; never raises: a commit git cannot make
-        now stays queued (and in the journal) and is retried (memdir.gitlog)."""
+        now stays queued (and in the journal) and is retried (memdir.files.gitlog)."""
         if self.settings.store.git_commit:
             self.git.queue_quietly(rels, actor, message)
 

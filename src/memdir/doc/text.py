@@ -10,7 +10,7 @@ from __future__ import annotations
 import unicodedata
 from pathlib import Path
 
-from .errors import InvalidDocument, InvalidInput
+from ..errors import InvalidDocument, InvalidInput
 
 # Actor names become git authors; longer names are refused rather than cut.
 MAX_ACTOR_CHARS = 200

@@ -1,0 +1,1 @@
+"""Documents as text: frontmatter, links, paths, ids, provenance, input checks (pure)."""

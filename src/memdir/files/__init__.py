@@ -1,0 +1,1 @@
+"""Everything on disk and in git: the store, atomic writes, locks, journal, undo, git log."""

@@ -1,0 +1,1 @@
+"""The KiwiFS memory report and its Go-style JSON."""

@@ -1,0 +1,1 @@
+"""Plugins: how embedders, rerankers, compactors and writers are found."""

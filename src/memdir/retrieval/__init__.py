@@ -1,0 +1,1 @@
+"""Search: orchestration, fusion, reranking and the hints read from a query."""

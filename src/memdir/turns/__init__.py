@@ -1,0 +1,1 @@
+"""Turn records, work-log compaction, the context pack and the turn verbs."""

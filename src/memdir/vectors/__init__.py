@@ -1,0 +1,1 @@
+"""Meaning: the embedders, the ONNX helpers and the vector index."""
