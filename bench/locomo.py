@@ -248,7 +248,7 @@ def ingest(mem: Any, conv: Conversation) -> dict[str, str]:
                 input=turn.text,
                 parents=parents,
             )
-            from memdir.turns.verbs import turn_path
+            from memdir.doc.turnrecord import turn_path
 
             path = turn_path(record.id)
         else:

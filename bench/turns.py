@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from memdir.doc.ids import new_id
+from memdir.doc.turnrecord import TurnRecord, created_of, render_turn, turn_path
 from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.turns.verbs import TurnRecord, created_of, render_turn, turn_path
 
 WORDS = [
     "deploy",

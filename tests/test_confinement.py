@@ -20,9 +20,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from conftest import run_cli
 from http_server import Live, live_server
 from memdir.doc import paths
+from memdir.doc.turnrecord import turn_path
 from memdir.index.search import Filters
 from memdir.service import Memory
-from memdir.turns.verbs import turn_path
 
 SECRET = "zanzibar"  # a word only the files outside the prefix hold
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from memdir.doc import frontmatter
+from memdir.doc.turnrecord import turn_path
 from memdir.files.store import Store
 from memdir.index.documents import searchable_body
 from memdir.index.search import present
 from memdir.service import Memory
-from memdir.turns.verbs import turn_path
 
 NO_GIT = {"store": {"git_commit": False}}
 NOTE_MIGRATION = "0700_turn_body_without_no_tools_note"

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from memdir.cli import cli
 from memdir.doc.ids import new_id
+from memdir.doc.turnrecord import parse_turn, turn_path, worklog_path
 from memdir.errors import Conflict, InvalidInput, NotFound
 from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.turns.verbs import parse_turn, turn_path, worklog_path
 
 NO_GIT = {"store": {"git_commit": False}}
 

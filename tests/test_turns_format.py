@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memdir.doc.ids import new_id
-from memdir.errors import InvalidInput
-from memdir.turns.verbs import (
+from memdir.doc.turnrecord import (
     TurnRecord,
     created_of,
     parse_turn,
@@ -24,6 +23,7 @@ from memdir.turns.verbs import (
     worklog_from,
     worklog_path,
 )
+from memdir.errors import InvalidInput
 
 TRICKY = st.one_of(
     st.text(max_size=200),

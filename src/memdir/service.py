@@ -22,6 +22,7 @@ from typing import Any
 from .doc import links, paths, patterns, provenance
 from .doc.frontmatter import json_value
 from .doc.text import bad_char, lone_surrogate, one_line
+from .doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
 from .files.store import Store, WriteResult, content_hash, find_root
@@ -31,7 +32,7 @@ from .kiwi import report as coverage
 from .retrieval.verbs import RetrievalVerbs
 from .settings import Settings
 from .settings import load as load_settings
-from .turns.verbs import TURNS_DIR, WORKLOG_SUFFIX, TurnVerbs
+from .turns.verbs import TurnVerbs
 
 
 @dataclass(frozen=True)

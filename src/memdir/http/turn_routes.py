@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from ..doc.ids import new_id
-from ..turns.verbs import is_turn_id, turn_path
+from ..doc.turnrecord import is_turn_id, turn_path
 from .auth import ActorHeader, Mem, ProvenanceHeader, Reader, Writer, check_actor, check_provenance
 from .strict import StrictBody, strict_request
 

@@ -12,8 +12,8 @@ from pydantic import Field
 
 from ..access import Principal
 from ..doc.ids import new_id
+from ..doc.turnrecord import is_turn_id, turn_path
 from ..errors import InvalidInput
-from ..turns.verbs import is_turn_id, turn_path
 
 if TYPE_CHECKING:
     from .server import Tooling

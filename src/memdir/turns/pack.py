@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..doc import tokencount as tokens
-from ..errors import InvalidDocument, InvalidInput, InvalidQuery
-from .compaction import says_nothing_new
-from .verbs import (
+from ..doc.turnrecord import (
     TurnRecord,
     is_turn_id,
     parse_sections,
     validate_keywords,
     validate_name,
 )
+from ..errors import InvalidDocument, InvalidInput, InvalidQuery
+from .compaction import says_nothing_new
 
 if TYPE_CHECKING:
     from .verbs import TurnVerbs
