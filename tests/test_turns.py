@@ -18,6 +18,7 @@ from memdir.doc.ids import new_id
 from memdir.doc.turnrecord import parse_turn, turn_path, worklog_path
 from memdir.errors import Conflict, InvalidInput, NotFound
 from memdir.files.store import Store
+from memdir.index import dag
 from memdir.service import Memory
 
 NO_GIT = {"store": {"git_commit": False}}
@@ -344,11 +345,11 @@ def test_recursive_query_and_breadth_first_walk_agree(tmem: Memory) -> None:
         for depth, limit in [(1, 1000), (3, 1000), (50, 1000), (50, 5), (0, 10)]:
             for up in (True, False):
                 fast = tmem._walk(start, depth, limit, up)
-                slow = tmem._walk_bfs(start, depth, limit, up)
+                slow = dag.walk_bfs(tmem.index.conn, start, depth, limit, up)
                 assert fast == slow, (start, depth, limit, up)
     # a tiny cap forces the fallback: same answer
     deep = tmem._walk(ids[-1], 50, 1, up=True)
-    assert deep == tmem._walk_bfs(ids[-1], 50, 1, up=True)
+    assert deep == dag.walk_bfs(tmem.index.conn, ids[-1], 50, 1, up=True)
 
 
 def test_worklog_search_takes_the_search_filters(tmem: Memory) -> None:
