@@ -26,7 +26,7 @@ import math
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..doc import tokencount as tokens
 from ..doc.turnrecord import (
@@ -37,10 +37,22 @@ from ..doc.turnrecord import (
     validate_name,
 )
 from ..errors import InvalidDocument, InvalidInput, InvalidQuery
+from ..index import dag
 from .compaction import says_nothing_new
 
 if TYPE_CHECKING:
-    from .verbs import TurnVerbs
+    from ..files.store import Store
+    from ..index import Index
+    from ..settings import Settings
+
+
+class PackSource(Protocol):
+    """What the pack reads: the index, the settings and the store's files."""
+
+    index: Index
+    settings: Settings
+    store: Store
+
 
 SNAPSHOT = "SNAPSHOT.md"
 USER_SLACK = 8
@@ -135,7 +147,7 @@ def _turn_body(rec: TurnRecord, form: str, limit: int) -> str:
 
 
 class _Builder:
-    def __init__(self, mem: TurnVerbs, budget: int, counter: tokens.Counter) -> None:
+    def __init__(self, mem: PackSource, budget: int, counter: tokens.Counter) -> None:
         self.mem = mem
         self.conn: sqlite3.Connection = mem.index.conn
         self.budget = budget
@@ -245,14 +257,14 @@ def _newest(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
 
 
 def build_pack(
-    mem: TurnVerbs,
+    mem: PackSource,
     *,
     thread: str,
     user: str = "",
     keywords: Sequence[str] | str = (),
     budget: int | None = None,
 ) -> ContextPack:
-    """Assemble the pack (the index must be in step; :meth:`TurnVerbs.context` syncs)."""
+    """Assemble the pack (the index must be in step; :meth:`memdir.Memory.context` syncs)."""
     cfg = mem.settings.turns
     thread = validate_name("thread", thread, required=True)
     user = validate_name("user", user, required=False)
@@ -335,7 +347,8 @@ def build_pack(
     # 6. recent DAG ancestors of the thread's latest turn.
     if thread_rows and cfg.context_ancestors > 0 and is_turn_id(thread_rows[0]["episode_id"]):
         latest = thread_rows[0]["episode_id"]
-        nodes = mem._walk(
+        nodes = dag.walk(
+            conn,
             latest,
             max(cfg.context_ancestor_depth, 1),
             cfg.context_ancestors * 4,
