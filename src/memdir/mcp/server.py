@@ -7,14 +7,11 @@ bearer token's scope and prefix; over stdio the caller is the local user.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import unquote
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.shared.exceptions import MCPError
@@ -22,11 +19,11 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
 from pydantic import ConfigDict, ValidationError
 
 from .. import __version__, arguments
-from ..access import LOCAL, Principal, TokenRegistry, authorize_path
+from ..access import LOCAL, TokenRegistry
 from ..errors import MemdirError
-from ..files import claims
 from ..service import Memory
 from . import tools
+from .tooling import Tooling
 
 INSTRUCTIONS = """\
 memdir is your memory: a folder of markdown files (episodes, turn records, wiki articles).
@@ -41,68 +38,6 @@ At the end of the turn call `turn_record` with your input, output, the ids of th
 used as parents, and your work log. Write files with `write` (give provenance type:id).
 When a memory turns out wrong or stale, `forget` it (superseded: hidden, not deleted).
 """
-
-
-def _principal(ctx: Context | None, registry: TokenRegistry) -> Principal:
-    """The caller: from the bearer token over HTTP, the local user over stdio."""
-    headers = None
-    if ctx is not None:
-        try:
-            headers = ctx.headers
-        except (ValueError, AttributeError):
-            headers = None
-    if headers is None:
-        return LOCAL
-    lowered = {k.lower(): v for k, v in headers.items()}
-    return registry.authenticate(lowered.get("authorization"))
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, indent=1, default=_default)
-
-
-def _default(value: Any) -> Any:
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        return to_dict()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return str(value)
-
-
-class Tooling:
-    """What every tool needs: the memory, the caller, and the error translation."""
-
-    def __init__(self, memory: Memory, registry: TokenRegistry) -> None:
-        self.memory = memory
-        self.registry = registry
-
-    def run(
-        self, ctx: Context | None, scope: str, name: str, body: Callable[[Principal], Any]
-    ) -> CallToolResult:
-        try:
-            with claims.scope():
-                principal = _principal(ctx, self.registry)
-                principal.require(scope, f"the {name} tool")
-                result = body(principal)
-        except MemdirError as exc:
-            return CallToolResult(
-                content=[TextContent(type="text", text=f"error: {exc.message}")], is_error=True
-            )
-        text = result if isinstance(result, str) else _dumps(result)
-        return CallToolResult(content=[TextContent(type="text", text=text)])
-
-    def author(self, principal: Principal, actor: str | None) -> str | None:
-        """The author of record: the token's name over HTTP with a token (the ``actor``
-        argument is then kept as a claim, a commit trailer), else ``actor``."""
-        if not principal.authenticated:
-            return actor
-        if actor and actor.strip() and actor.strip() != principal.name:
-            claims.claim("X-Actor", actor)
-        return principal.name
-
-    def path(self, principal: Principal, path: str) -> str:
-        return authorize_path(principal, self.memory.store, path)
 
 
 def build_server(memory: Memory, *, registry: TokenRegistry | None = None) -> MCPServer:

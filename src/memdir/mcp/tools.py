@@ -16,7 +16,7 @@ from ..doc.turnrecord import is_turn_id, turn_path
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:
-    from .server import Tooling
+    from .tooling import Tooling
 
 F = TypeVar("F", bound=Callable[..., Any])
 

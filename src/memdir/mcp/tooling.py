@@ -1,0 +1,78 @@
+"""What every MCP tool needs: the memory, the caller, and one error translation."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.types import CallToolResult, TextContent
+
+from ..access import LOCAL, Principal, TokenRegistry, authorize_path
+from ..errors import MemdirError
+from ..files import claims
+from ..service import Memory
+
+
+def _principal(ctx: Context | None, registry: TokenRegistry) -> Principal:
+    """The caller: from the bearer token over HTTP, the local user over stdio."""
+    headers = None
+    if ctx is not None:
+        try:
+            headers = ctx.headers
+        except (ValueError, AttributeError):
+            headers = None
+    if headers is None:
+        return LOCAL
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return registry.authenticate(lowered.get("authorization"))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=1, default=_default)
+
+
+def _default(value: Any) -> Any:
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)
+
+
+class Tooling:
+    """What every tool needs: the memory, the caller, and the error translation."""
+
+    def __init__(self, memory: Memory, registry: TokenRegistry) -> None:
+        self.memory = memory
+        self.registry = registry
+
+    def run(
+        self, ctx: Context | None, scope: str, name: str, body: Callable[[Principal], Any]
+    ) -> CallToolResult:
+        try:
+            with claims.scope():
+                principal = _principal(ctx, self.registry)
+                principal.require(scope, f"the {name} tool")
+                result = body(principal)
+        except MemdirError as exc:
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"error: {exc.message}")], is_error=True
+            )
+        text = result if isinstance(result, str) else _dumps(result)
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+
+    def author(self, principal: Principal, actor: str | None) -> str | None:
+        """The author of record: the token's name over HTTP with a token (the ``actor``
+        argument is then kept as a claim, a commit trailer), else ``actor``."""
+        if not principal.authenticated:
+            return actor
+        if actor and actor.strip() and actor.strip() != principal.name:
+            claims.claim("X-Actor", actor)
+        return principal.name
+
+    def path(self, principal: Principal, path: str) -> str:
+        return authorize_path(principal, self.memory.store, path)
