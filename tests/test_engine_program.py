@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from memdir.engine import harness, program
 from memdir.errors import ConfigError, HarnessChanged, NotFound, ProgramError
+from memdir.settings import pin_harness, pinned_harness
 
 
 def template(name: str) -> str:
@@ -164,7 +165,7 @@ def test_pin_check_and_accept(tmp_path: Path) -> None:
     config.write_text('[engine]\n# writer = "extractive"\n', encoding="utf-8")
     (tmp_path / "HARNESS.md").write_text(template("HARNESS.md"), encoding="utf-8")
     first = harness.check(tmp_path)  # pins on first use
-    assert harness.pinned(tmp_path) == first.sha256
+    assert pinned_harness(tmp_path) == first.sha256
     assert config.read_text(encoding="utf-8").startswith("[engine]\n")
     harness.check(tmp_path)  # unchanged: fine
     with open(tmp_path / "HARNESS.md", "a", encoding="utf-8") as fh:
@@ -172,6 +173,6 @@ def test_pin_check_and_accept(tmp_path: Path) -> None:
     with pytest.raises(HarnessChanged):
         harness.check(tmp_path)
     new = harness.load(tmp_path)
-    harness.pin(tmp_path, new.sha256)
+    pin_harness(tmp_path, new.sha256)
     assert harness.check(tmp_path).sha256 == new.sha256
     assert config.read_text(encoding="utf-8").count("[harness]") == 1

@@ -8,8 +8,10 @@ setting and is documented in ``docs/settings.md`` (a test checks this).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -303,3 +305,40 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return str(value)
+
+
+# ---- the harness pin -------------------------------------------------------------------
+# The engine refuses to run once HARNESS.md differs from the hash pinned in the config
+# (memdir.engine.harness); a new store is pinned when it is made (memdir.files.store).
+
+_HARNESS_TABLE = re.compile(r"(?ms)^\[harness\][^\n]*\n(?:(?!^\[).*\n?)*")
+
+
+def harness_digest(text: str) -> str:
+    """The pin of a harness: the SHA-256 of HARNESS.md's text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def pinned_harness(root: Path) -> str | None:
+    """The pinned hash from ``.memdir/config.toml`` (None when not pinned)."""
+    table = read_config(root).get("harness")
+    value = table.get("sha256") if isinstance(table, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def pin_harness(root: Path, digest: str) -> None:
+    """Write ``[harness] sha256 = digest`` into the config (atomic replace)."""
+    path = config_path(root)
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    table = f'[harness]\nsha256 = "{digest}"\n'
+    if _HARNESS_TABLE.search(text):
+        text = _HARNESS_TABLE.sub(lambda _m: table, text, count=1)
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + table
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

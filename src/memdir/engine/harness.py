@@ -9,10 +9,7 @@ pinned in ``.memdir/config.toml`` under ``[harness] sha256``; :func:`check` rais
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import Any
 
 from ..doc.text import read_utf8
 from ..errors import ConfigError, HarnessChanged
+from ..settings import harness_digest, pin_harness, pinned_harness
 from .program import data_items, split_sections
 
 # Defects the engine knows how to count; the harness chooses which of them are drift.
@@ -115,12 +113,8 @@ def parse(text: str, source: str = "HARNESS.md") -> Harness:
         title_max_chars=integer("title_max_chars", 120),
         defects=defects,
         rules=tuple(rules),
-        sha256=sha256_of(text),
+        sha256=harness_digest(text),
     )
-
-
-def sha256_of(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # ---- article validation ------------------------------------------------------------------
@@ -241,47 +235,6 @@ def validate_article(
     return problems
 
 
-# ---- hash pinning ------------------------------------------------------------------------
-
-_HARNESS_TABLE = re.compile(r"(?ms)^\[harness\][^\n]*\n(?:(?!^\[).*\n?)*")
-
-
-def _config(root: Path) -> Path:
-    return root / ".memdir" / "config.toml"
-
-
-def pinned(root: Path) -> str | None:
-    """The pinned hash from ``.memdir/config.toml`` (None when not pinned)."""
-    path = _config(root)
-    if not path.is_file():
-        return None
-    try:
-        data = tomllib.loads(read_utf8(path))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    table = data.get("harness")
-    value = table.get("sha256") if isinstance(table, dict) else None
-    return value if isinstance(value, str) and value else None
-
-
-def pin(root: Path, digest: str) -> None:
-    """Write ``[harness] sha256 = digest`` into the config (atomic replace)."""
-    path = _config(root)
-    text = read_utf8(path) if path.is_file() else ""
-    table = f'[harness]\nsha256 = "{digest}"\n'
-    if _HARNESS_TABLE.search(text):
-        text = _HARNESS_TABLE.sub(lambda _m: table, text, count=1)
-    else:
-        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + table
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def load(root: Path) -> Harness:
     path = root / "HARNESS.md"
     if not path.is_file():
@@ -295,9 +248,9 @@ def check(root: Path) -> Harness:
     A store without a pin (made before the engine existed) is pinned on first use.
     """
     harness = load(root)
-    expected = pinned(root)
+    expected = pinned_harness(root)
     if expected is None:
-        pin(root, harness.sha256)
+        pin_harness(root, harness.sha256)
     elif expected != harness.sha256:
         # Names the engine verbs that call check(); the store's writes (write, merge, turn
         # record, forget) never read the harness.

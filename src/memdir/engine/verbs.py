@@ -14,6 +14,7 @@ from ..doc.ids import new_id
 from ..doc.text import actor_name, lone_surrogate, one_line, read_utf8
 from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..index.search import query_words
+from ..settings import pin_harness, pinned_harness
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -84,8 +85,8 @@ class EngineVerbs:
     def harness_accept(self) -> dict[str, Any]:
         """Record the current HARNESS.md hash as the pinned one (logged as its own run)."""
         current = harness.load(self._root)
-        before = harness.pinned(self._root)
-        harness.pin(self._root, current.sha256)
+        before = pinned_harness(self._root)
+        pin_harness(self._root, current.sha256)
         batch = files.Batch(self.store, self.index)
         batch.log_run(
             "harness-accept",

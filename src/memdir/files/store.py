@@ -36,7 +36,14 @@ from ..errors import (
     TooLarge,
     UnsafePath,
 )
-from ..settings import Settings, config_path, default_config_toml
+from ..settings import (
+    Settings,
+    config_path,
+    default_config_toml,
+    harness_digest,
+    pin_harness,
+    pinned_harness,
+)
 from . import undo
 from .gitlog import BOOK_SUFFIX, GitLog, run_git
 from .journal import Journal, any_dead_owner, recover, tombstone
@@ -396,10 +403,9 @@ class Store:
                 continue
             atomic_write(target, text.encode("utf-8"))
             created.append(rel)
-        from ..engine import harness
-
-        if harness.pinned(root) is None:
-            harness.pin(root, harness.load(root).sha256)
+        if pinned_harness(root) is None:
+            text = (root / "HARNESS.md").read_text(encoding="utf-8")
+            pin_harness(root, harness_digest(text))
             created.append(".memdir/config.toml")
         if git and shutil.which("git"):
             if not (root / ".git").exists():
