@@ -399,13 +399,6 @@ def test_compactor_failure_is_recorded_in_the_record(tmp_path: Path) -> None:
     assert "Tools (1 call): grep" in back.compact
 
 
-def test_the_index_and_the_turns_name_the_same_type() -> None:
-    from memdir import index
-    from memdir.turns import verbs as turns
-
-    assert index.TURN_TYPE == turns.TURN_TYPE
-
-
 def test_ls_titles_a_turn_as_search_does(tmem: Memory) -> None:
     rec = tmem.record_turn(thread="deploys", user="ana", input="ship it?", output="shipped")
     tmem.write("notes/a.md", "---\ntitle: A note\n---\nbody\n")

@@ -15,10 +15,10 @@ import pytest
 from conftest import run_cli
 from memdir.doc import tokencount as tokens
 from memdir.doc.ids import new_id
+from memdir.doc.turnrecord import says_nothing_new
 from memdir.errors import InvalidInput
 from memdir.files.store import Store
 from memdir.service import Memory
-from memdir.turns.compaction import says_nothing_new
 
 NO_GIT: dict[str, Any] = {"store": {"git_commit": False}, "embeddings": {"enabled": False}}
 

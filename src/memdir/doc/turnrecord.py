@@ -431,3 +431,21 @@ def parse_turn(text: str) -> TurnRecord:
         output=out,
         extra={k: v for k, v in fm.items() if k not in _KNOWN},
     )
+
+
+# -- the Compact section ----------------------------------------------------------
+
+NO_TOOLS_NOTE = "- No tool calls."
+
+
+def says_nothing_new(compact: str) -> bool:
+    """Whether a compact section is only the default compactor's note for a turn without
+    tool calls: ``- No tool calls.``, then perhaps ``- Result: `` repeating the output.
+
+    Such a section tells a reader nothing the input and output do not: the index and the
+    context pack leave it out (the file keeps it).
+    """
+    lines = compact.split("\n")
+    if lines[0] != NO_TOOLS_NOTE or len(lines) > 2:
+        return False
+    return len(lines) == 1 or lines[1].startswith("- Result: ")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..doc.paths import inside
+from ..doc.turnrecord import TURN_TYPE
 from ..errors import IndexBusy
 from ..files import locks
 from ..kiwi.report import FileFacts
@@ -68,11 +69,6 @@ class Difference:
             or self.stale
             or self.fts_rows != self.doc_rows
         )
-
-
-TURN_TYPE = (
-    "turn"  # the type of turn records (memdir.turns.verbs.TURN_TYPE; the index cannot import it)
-)
 
 
 def _drop_turn(conn: sqlite3.Connection, doc_id: int, eid: str | None, kind: str | None) -> None:

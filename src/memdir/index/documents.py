@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..doc import frontmatter, links, paths
+from ..doc.turnrecord import NO_TOOLS_NOTE, says_nothing_new
 from ..kiwi import report as coverage
-from ..turns.compaction import NO_TOOLS_NOTE, says_nothing_new
 
 HIDDEN_STATUSES = frozenset({"superseded", "forgotten"})
 LINK_LIST_KEYS = ("related", "contradicts", "supersedes")

@@ -33,12 +33,12 @@ from ..doc.turnrecord import (
     TurnRecord,
     is_turn_id,
     parse_sections,
+    says_nothing_new,
     validate_keywords,
     validate_name,
 )
 from ..errors import InvalidDocument, InvalidInput, InvalidQuery
 from ..index import dag
-from .compaction import says_nothing_new
 
 if TYPE_CHECKING:
     from ..files.store import Store
