@@ -516,6 +516,20 @@ def parse(text: str) -> Parsed:
     return Parsed(fm, body, True, error, raw)
 
 
+def split(text: str) -> tuple[str, str] | None:
+    """(the frontmatter block with its ``---`` lines, the body after it), or None when the
+    text opens no block or never closes it. The one place a document's block is found:
+    LF and CRLF line ends alike."""
+    has_block, first, raw, close, body = _split(text)
+    return (first + raw + close, body) if has_block else None
+
+
+def body_of(text: str) -> str:
+    """The text after the frontmatter block (all of it when there is no closed block)."""
+    found = split(text)
+    return text if found is None else found[1]
+
+
 def load_strict(text: str) -> dict[str, Any]:
     """The frontmatter of document ``text``; raises InvalidDocument when it does not parse."""
     has_block, _, raw, _, _ = _split(text)

@@ -359,19 +359,19 @@ def render_turn(record: TurnRecord) -> str:
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
-    if not text.startswith("---\n"):
+    if not text.startswith("---"):
         raise InvalidDocument("turn record has no frontmatter")
-    end = text.find("\n---\n", 3)
-    if end < 0:
+    found = frontmatter.split(text)
+    if found is None:
         raise InvalidDocument("turn record frontmatter is not closed")
     # The store's own reader: the same YAML rules (aliases refused) as every document.
     try:
-        fm = frontmatter.load_strict(text[: end + 5])
+        fm = frontmatter.load_strict(found[0])
     except InvalidDocument as exc:
         raise InvalidDocument(f"turn record frontmatter: {exc.message}") from None
     if not isinstance(fm, dict):
         raise InvalidDocument("turn record frontmatter is not a mapping")
-    return fm, text[end + 5 :]
+    return fm, found[1]
 
 
 def parse_sections(body: str) -> tuple[str, str, str]:

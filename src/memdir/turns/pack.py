@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..doc import frontmatter
 from ..doc import tokencount as tokens
 from ..doc.turnrecord import (
     TurnRecord,
@@ -201,11 +202,11 @@ class _Builder:
             return "the file is not UTF-8"
         except OSError as exc:
             return f"the file cannot be read ({exc.strerror or type(exc).__name__})"
-        end = text.find("\n---\n", 3) if text.startswith("---\n") else -1
-        if end < 0:
+        found = frontmatter.split(text)
+        if found is None:
             return "the file has no closed frontmatter"
         try:
-            inp, compact, out = parse_sections(text[end + 5 :])
+            inp, compact, out = parse_sections(found[1])
         except InvalidDocument as exc:
             return exc.message
         return TurnRecord(
@@ -285,9 +286,7 @@ def build_pack(
     snap = mem.store.root / SNAPSHOT
     if snap.is_file():
         text = snap.read_text(encoding="utf-8", errors="replace")
-        if text.startswith("---\n"):
-            end = text.find("\n---\n", 3)
-            text = text[end + 5 :] if end >= 0 else text
+        text = frontmatter.body_of(text)
         item = PackItem("snapshot", SNAPSHOT, SNAPSHOT, "the store snapshot (tier 0)", "")
         item.text = _item_text("snapshot", item.reason, text.strip())
         if not b.offer(item):
@@ -308,9 +307,7 @@ def build_pack(
             text = (mem.store.root / rel).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if text.startswith("---\n"):
-            end = text.find("\n---\n", 3)
-            text = text[end + 5 :] if end >= 0 else text
+        text = frontmatter.body_of(text)
         reason = "top router" if rel == "index.md" else "router"
         b.offer(PackItem("router", rel, rel, reason, _item_text(rel, reason, _clip(text, b.limit))))
 
