@@ -388,6 +388,49 @@ def test_cli_search_include_worklog(tmp_path: Path) -> None:
     assert [(h["path"], h["type"]) for h in hits] == [(rec.worklog_path, "worklog")]
 
 
+def test_every_interface_searches_work_logs_like_the_cli(tmp_path: Path) -> None:
+    """`include_worklog` is the service's: Python, HTTP and MCP give the CLI's hits."""
+    import anyio
+    import httpx
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from http_server import live_server
+
+    root = Store.init(tmp_path / "s", git=False)
+    off = {**NO_GIT, "embeddings": {"enabled": False}}
+    with Memory.open(root, overrides=off) as mem:
+        mem.write("notes/q.md", "# Quokka\n\nA quokka note.\n")
+        rec = mem.record_turn(
+            thread="t",
+            input="check",
+            output="fine",
+            worklog=[{"tool": "read", "result": "quokka"}, {"tool": "make", "result": "ok"}],
+        )
+        expected = [("notes/q.md", "note"), (rec.worklog_path, "worklog")]
+        hits = mem.search("quokka", include_worklog=True)
+        assert [(h.path, h.type or "note") for h in hits] == expected
+        assert [h.path for h in mem.search("quokka")] == ["notes/q.md"]
+        assert mem.search("quokka", include_worklog=True, path_prefix="notes/")[-1].path == (
+            "notes/q.md"
+        )
+    with live_server(root, off) as live:
+        got = httpx.get(f"{live.url}/v1/search", params={"q": "quokka", "include_worklog": "true"})
+        assert got.status_code == 200, got.text
+        assert [h["path"] for h in got.json()] == [p for p, _ in expected]
+
+        async def over_mcp() -> list[str]:
+            async with Client(streamable_http_client(f"{live.url}/mcp")) as client:
+                result = await client.call_tool(
+                    "search", {"query": "quokka", "include_worklog": True}
+                )
+                assert not result.is_error
+                text = "".join(getattr(b, "text", "") for b in result.content)
+                return [h["path"] for h in json.loads(text)]
+
+        assert anyio.run(over_mcp) == [p for p, _ in expected]
+
+
 def test_compactor_failure_is_recorded_in_the_record(tmp_path: Path) -> None:
     root = Store.init(tmp_path / "s", git=False)
     overrides = {**NO_GIT, "turns": {"compactor": "llm"}, "llm": {"base_url": "", "model": ""}}

@@ -71,6 +71,7 @@ def search_cmd(
             include_superseded=include_superseded,
             mode=mode,
             progress=ProgressPrinter("embedding"),
+            include_worklog=include_worklog,
         )
         if effective == "hybrid" and hits and not any("bm25_rank" in h.why for h in hits):
             # A nearest neighbour always exists: say when nothing matched a word (asked
@@ -79,19 +80,6 @@ def search_cmd(
                 "note: no result contains a word of the query; they are the nearest by "
                 "meaning (see each hit's why.vector_score)",
                 err=True,
-            )
-        if include_worklog:
-            size = limit or mem.settings.search.default_limit
-            hits += mem.search_worklogs(
-                query,
-                limit=size,
-                filters=mem.filters(
-                    path_prefix=path_prefix,
-                    kind=kind,
-                    type=type_,
-                    where=list(where),
-                    include_superseded=include_superseded,
-                ),
             )
     if as_json:
         echo_json([hit.to_dict() for hit in hits])

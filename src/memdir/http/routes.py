@@ -153,6 +153,7 @@ def search(
     where: Annotated[list[str] | None, Query(description="key=value (repeatable).")] = None,
     include_superseded: QueryBool = False,
     mode: Annotated[str | None, Query(description="bm25, vector, hybrid or auto.")] = None,
+    include_worklog: QueryBool = False,
 ) -> list[dict[str, Any]]:
     """Mode two: search; pointers (path, title, snippet, score, why), never bodies."""
     extra: dict[str, Any] = {"mode": mode} if mode else {}
@@ -164,6 +165,7 @@ def search(
         type=type_,
         where=where or [],
         include_superseded=include_superseded,
+        include_worklog=include_worklog,
         **extra,
     )
     return [hit.to_dict() for hit in hits]

@@ -113,6 +113,10 @@ def register(server: MCPServer, t: Tooling) -> None:
             Field(description="auto (default: hybrid when vectors can be used, else bm25)."),
         ] = None,
         include_superseded: Superseded = False,
+        include_worklog: Annotated[
+            bool,
+            Field(description="Also search turn work logs (raw tool calls), after documents."),
+        ] = False,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             extra: dict[str, Any] = {"mode": mode} if mode else {}
@@ -124,6 +128,7 @@ def register(server: MCPServer, t: Tooling) -> None:
                 type=type,
                 where=where or [],
                 include_superseded=include_superseded,
+                include_worklog=include_worklog,
                 **extra,
             )
             return [h.to_dict() for h in hits]

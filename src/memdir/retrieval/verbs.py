@@ -121,6 +121,10 @@ class RetrievalVerbs:
 
         def _leaks(self, rels: list[str], flt: Filters) -> set[str]: ...
 
+        def search_worklogs(  # provided by TurnVerbs
+            self, query: str, *, limit: int | None = None, filters: Filters | None = None
+        ) -> list[Hit]: ...
+
     def forget(
         self,
         path: str,
@@ -279,6 +283,7 @@ class RetrievalVerbs:
         include_superseded: bool = False,
         mode: str | None = None,
         progress: Progress | None = None,
+        include_worklog: bool = False,
     ) -> list[Hit]:
         """Search the store; returns pointers with ``why`` (rank per signal), never bodies.
 
@@ -301,6 +306,11 @@ class RetrievalVerbs:
             hits = self._search(query, flt, limit, mode, progress)
             leaks = self._leaks([hit.path for hit in hits], flt)
             hits = [hit for hit in hits if hit.path not in leaks]
+        if include_worklog:
+            # After the documents, by their own BM25 score (the interfaces all list them so).
+            logs = self.search_worklogs(query, limit=self._limit(limit), filters=flt)
+            leaks = self._leaks([hit.path for hit in logs], flt)
+            hits += [hit for hit in logs if hit.path not in leaks]
         return hits
 
     def _search(
