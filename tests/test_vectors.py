@@ -11,11 +11,11 @@ import pytest
 
 from memdir.errors import InvalidQuery, MissingExtra, ModelMismatch, ProviderError
 from memdir.files.store import Store
+from memdir.index.passages import passage, turn_text
 from memdir.providers.plugins import hookimpl
 from memdir.retrieval.verbs import RetrievalVerbs
 from memdir.service import Memory
 from memdir.vectors import embedder as emb
-from memdir.vectors.index import passage, turn_text
 
 CALLS: list[int] = []
 

@@ -593,7 +593,8 @@ class Index:
 COUNTERS = ("generation", postings.DOCS.seq_key, postings.PASSAGES.seq_key)
 
 # What a rebuild keeps (see _clear): the schema, and the vector side of the index, whose
-# tables memdir.vectors.index makes and keeps in step (keyed by document id and content hash).
+# tables the vector sync keeps in step (memdir.vectors.index, memdir.index.passages), keyed by
+# document id and content hash.
 _KEPT_TABLES = (
     "migrations",
     "vectors",

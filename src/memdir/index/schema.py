@@ -163,7 +163,7 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
     (
         # cached postings of common words for the passages of hybrid search, per column
-        # (see memdir.index.postings; passages_fts itself is made by memdir.vectors.index)
+        # (see memdir.index.postings; passages_fts itself is made by memdir.index.passages)
         "0600_passage_postings",
         """
         CREATE TABLE passage_postings (

@@ -398,7 +398,7 @@ class RetrievalVerbs:
 
     def _texts_for(self, paths: list[str]) -> dict[str, str]:
         """What each document says, as a reranker reads it: the text that is embedded."""
-        from ..vectors.index import document_texts
+        from ..index.passages import document_texts
 
         conn = self.index.conn
         ids = self._ids_for(paths)
@@ -520,9 +520,9 @@ class RetrievalVerbs:
         found by the words of the question it answers. Superseded documents have no
         passage, so ``include_superseded`` falls back to the plain document BM25.
         """
-        from ..index import postings
+        from ..index import passages, postings
+        from ..index.passages import has_passages
         from ..index.search import query_words
-        from ..vectors.index import has_passages
 
         conn = self.index.conn
         if flt.include_superseded or not has_passages(conn):
@@ -544,39 +544,17 @@ class RetrievalVerbs:
         )
         if ranked is not None:
             return [int(row["id"]) for row, _score in ranked]
-        rows = conn.execute(
-            "SELECT p.rowid FROM passages_fts p JOIN docs d ON d.id = p.rowid "
-            f"WHERE passages_fts MATCH ?{condition} "
-            f"ORDER BY bm25(passages_fts, 3.0, 1.0, {weight!r}) LIMIT ?",
-            (fts_query(query), *params, depth),
-        ).fetchall()
-        return [int(r[0]) for r in rows]
+        return passages.ranked(conn, fts_query(query), condition, params, weight, depth)
 
     def _thread_ranking(self, query: str, depth: int) -> dict[str, int]:
         """Threads ranked by BM25 over the words of all their visible documents (1 = best)."""
-        from ..vectors.index import has_passages
+        from ..index import passages
+        from ..index.passages import has_passages
 
         conn = self.index.conn
         if not has_passages(conn):
             return {}
-        rows = [
-            int(r[0])
-            for r in conn.execute(
-                "SELECT rowid FROM threads_fts WHERE threads_fts MATCH ? "
-                "ORDER BY bm25(threads_fts) LIMIT ?",
-                (fts_query(query), depth),
-            )
-        ]
-        if not rows:
-            return {}
-        marks = ",".join("?" * len(rows))
-        name = {
-            int(r[0]): str(r[1])
-            for r in conn.execute(
-                f"SELECT row, thread FROM thread_rows WHERE row IN ({marks})", rows
-            )
-        }
-        return {name[row]: i for i, row in enumerate(rows, start=1) if row in name}
+        return passages.ranked_threads(conn, fts_query(query), depth)
 
     def _thread_match(
         self, rank_of: dict[str, int], fused: list[Fused[int]], weight: float
@@ -747,8 +725,8 @@ class RetrievalVerbs:
         that matches the query's words (FTS5's window, as BM25 search shows it, without
         the brackets) or, for a hit found by meaning alone, the start of its best chunk.
         """
+        from ..index.passages import passage, turn_parts
         from ..index.search import present
-        from ..vectors.index import passage, turn_parts
 
         if not doc_ids:
             return {}
@@ -808,7 +786,7 @@ class RetrievalVerbs:
 
     def _chunk_text(self, doc_id: int, chunk: VectorHit) -> str:
         """The words of a document's chunk (a vector hit's best chunk), from its start."""
-        from ..vectors.index import document_texts
+        from ..index.passages import document_texts
 
         found = document_texts(self.index.conn, doc_id)
         if found is None:
