@@ -12,7 +12,8 @@ import pytest
 
 from conftest import committed, run_cli
 from memdir.doc import frontmatter
-from memdir.doc.frontmatter import _fast_load, _load_yaml
+from memdir.doc.fastyaml import fast_load
+from memdir.doc.frontmatter import _load_yaml
 from memdir.errors import InvalidDocument
 from memdir.index import documents
 from memdir.kiwi import report as coverage
@@ -87,7 +88,7 @@ def test_error_names_the_first_alias_and_its_line() -> None:
     ],
 )
 def test_every_alias_is_refused_and_the_fast_path_declines(raw: str) -> None:
-    assert _fast_load(raw) is None
+    assert fast_load(raw) is None
     fm, error = _load_yaml(raw)
     assert fm == {} and error is not None and "alias" in error
     assert frontmatter.parse("---\n" + raw + "---\n").error == error
@@ -114,7 +115,7 @@ def test_anchors_alone_and_star_in_strings_read_the_same_on_both_paths(
 ) -> None:
     fm, error = _load_yaml(raw)
     assert error is None and fm == expected
-    fast = _fast_load(raw)
+    fast = fast_load(raw)
     assert fast is None or fast == expected
     assert frontmatter.parse("---\n" + raw + "---\n").fm == expected
 

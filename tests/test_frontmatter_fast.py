@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memdir.doc import frontmatter
-from memdir.doc.frontmatter import _fast_load, _load_yaml
+from memdir.doc.fastyaml import fast_load
+from memdir.doc.frontmatter import _load_yaml
 
 
 def same(a: Any, b: Any) -> bool:
@@ -156,7 +157,7 @@ def blocks(draw: st.DrawFn) -> str:
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=blocks())
 def test_fast_path_agrees_with_pyyaml(raw: str) -> None:
-    fast = _fast_load(raw)
+    fast = fast_load(raw)
     if fast is None:
         return
     ref, error = _load_yaml(raw)
@@ -176,12 +177,12 @@ COMMON = [
 
 def test_common_shapes_take_the_fast_path_and_agree() -> None:
     for raw in COMMON:
-        fast = _fast_load(raw)
+        fast = fast_load(raw)
         assert fast is not None, raw
         ref, error = _load_yaml(raw)
         assert error is None
         assert same(fast, ref), (fast, ref)
-    assert _fast_load(COMMON[1])["merged-from"][1] == {
+    assert fast_load(COMMON[1])["merged-from"][1] == {
         "type": "run",
         "id": "42",
         "date": "2026-01-02T00:00:00Z",
@@ -197,11 +198,11 @@ def test_rendered_frontmatter_reads_back_through_either_path() -> None:
     }
     doc = frontmatter.render(fm, "# Body\n")
     raw = doc.split("---\n")[1]
-    assert _fast_load(raw) == fm
+    assert fast_load(raw) == fm
     assert frontmatter.parse(doc).fm == fm
 
 
 def test_declined_shapes_still_parse() -> None:
     for raw in ("a: [1, 2]\n", "a: |\n  text\n", "a:\n  b: 1\n", "a: x # c\n", "a: 'it''s'\n"):
-        assert _fast_load(raw) is None
+        assert fast_load(raw) is None
         assert frontmatter.parse("---\n" + raw + "---\n").fm == _load_yaml(raw)[0]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import io
-import math
 import re
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
@@ -35,15 +34,22 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from memdir.errors import InvalidDocument
 
+from .fastyaml import fast_load
+from .scalars import (
+    BOOL,
+    FLOAT,
+    INT,
+    NULL,
+    STR,
+    TIMESTAMP,
+    json_value,
+    needs_quotes,
+    plain_type,
+    resolve_plain,
+)
+
 __all__ = ["Parsed", "edit", "json_value", "load_strict", "parse", "plain_type", "render"]
 
-_STR = "tag:yaml.org,2002:str"
-_INT = "tag:yaml.org,2002:int"
-_FLOAT = "tag:yaml.org,2002:float"
-_BOOL = "tag:yaml.org,2002:bool"
-_NULL = "tag:yaml.org,2002:null"
-_MERGE = "tag:yaml.org,2002:merge"
-_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 
 _CLOSE_RE = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
 
@@ -57,137 +63,6 @@ class Parsed:
     has_block: bool
     error: str | None = None
     raw: str = ""
-
-
-# --------------------------------------------------------------------------------------------
-# Scalar typing (YAML 1.1 as KiwiFS reads it)
-
-_MAP: dict[str, tuple[str, Any]] = {}
-for _words, _tag, _value in (
-    (("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"), _BOOL, True),
-    (("n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"), _BOOL, False),
-    (("", "~", "null", "Null", "NULL"), _NULL, None),
-    ((".nan", ".NaN", ".NAN"), _FLOAT, math.nan),
-    ((".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"), _FLOAT, math.inf),
-    (("-.inf", "-.Inf", "-.INF"), _FLOAT, -math.inf),
-    (("<<",), _MERGE, "<<"),
-):
-    for _w in _words:
-        _MAP[_w] = (_tag, _value)
-
-_NUMERIC_START = frozenset("+-0123456789")
-_DOT_FLOAT_RE = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?\Z")
-_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
-_INT_RE = re.compile(
-    r"([-+]?)(?:0[bB]([01]+)|0[oO]([0-7]+)|0[xX]([0-9a-fA-F]+)|0([0-7]+)|([0-9]+))\Z"
-)
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
-_UINT64_MAX = 2**64 - 1
-# PyYAML's own timestamp pattern; used on write only, so that date-like strings are quoted.
-_TIMESTAMP_RE = re.compile(
-    r"""[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?
-    (?:(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
-    (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)?\Z""",
-    re.VERBOSE,
-)
-_SEXAGESIMAL_RE = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?\Z")
-
-
-def _parse_int(plain: str) -> int | None:
-    m = _INT_RE.match(plain)
-    if m is None:
-        return None
-    sign, b2, b8o, b16, b8, b10 = m.groups()
-    if b2 is not None:
-        v = int(b2, 2)
-    elif b8o is not None:
-        v = int(b8o, 8)
-    elif b16 is not None:
-        v = int(b16, 16)
-    elif b8 is not None:
-        v = int(b8, 8)
-    else:
-        if len(b10) > 1 and b10[0] == "0":
-            return None  # "08", "09": not octal; KiwiFS reads these as floats
-        v = int(b10)
-    if sign == "-":
-        v = -v
-    if v < _INT64_MIN or v > _UINT64_MAX or (sign and v > 2**63 - 1):
-        return None
-    return v
-
-
-def _resolve_plain(value: str) -> tuple[str, Any]:
-    """Tag and value of an unquoted scalar, as KiwiFS's YAML reader types it."""
-    hit = _MAP.get(value)
-    if hit is not None:
-        return hit
-    first = value[0]
-    if first == ".":
-        if _DOT_FLOAT_RE.match(value):
-            return _FLOAT, float(value)
-    elif first in _NUMERIC_START:
-        plain = value.replace("_", "")
-        iv = _parse_int(plain)
-        if iv is not None:
-            return _INT, iv
-        if _FLOAT_RE.match(plain):
-            fv = float(plain)
-            if not math.isinf(fv):
-                return _FLOAT, fv
-    return _STR, value
-
-
-def plain_type(value: str) -> type:
-    """The Python type an unquoted ``value`` would read back as (``str`` when unchanged)."""
-    tag, v = _resolve_plain(value)
-    return str if tag in (_STR, _MERGE) else type(v)
-
-
-def json_value(value: Any) -> Any:
-    """``value`` with every number SQLite cannot hold exactly (at any depth) as text.
-
-    JSON has no NaN or infinity, and SQLite's JSON functions refuse a document that holds one,
-    so the index stores ``.nan``, ``.inf`` and ``-.inf`` as those strings; an int beyond
-    SQLite's 64-bit integers (YAML reads up to 2**64 - 1) would become a float that other ints
-    round to, so it is stored as its decimal text. A ``where`` filter on such a number compares
-    with the same text.
-    """
-    return _json_value(value, set())
-
-
-def _json_value(value: Any, within: set[int]) -> Any:
-    if isinstance(value, float):
-        if math.isnan(value):
-            return ".nan"
-        if math.isinf(value):
-            return ".inf" if value > 0 else "-.inf"
-        return value
-    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
-        return str(value)
-    if not isinstance(value, dict | list):
-        return value
-    if id(value) in within:  # the reader refuses aliases; a guard, worded as json.dumps does
-        raise ValueError("Circular reference detected")
-    within.add(id(value))
-    out: Any
-    if isinstance(value, dict):
-        out = {k: _json_value(v, within) for k, v in value.items()}
-    else:
-        out = [_json_value(v, within) for v in value]
-    within.discard(id(value))
-    return out
-
-
-def _needs_quotes(value: str) -> bool:
-    """True when ``value`` written plain would not read back as this string in some reader."""
-    if not value:
-        return True
-    tag, _ = _resolve_plain(value)
-    if tag != _STR:
-        return True
-    return bool(_TIMESTAMP_RE.match(value) or _SEXAGESIMAL_RE.match(value) or value == "=")
 
 
 try:
@@ -239,9 +114,9 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
         if kind is ScalarNode and implicit[0]:
-            return _resolve_plain(value)[0]
+            return resolve_plain(value)[0]
         if kind is ScalarNode:
-            return _STR
+            return STR
         tag: str = super().resolve(kind, value, implicit)
         return tag
 
@@ -253,20 +128,20 @@ class _Loader(_BaseLoader):  # type: ignore[misc]
             self.flatten_mapping(node)
             for key_node, _value in node.value:
                 if isinstance(key_node, ScalarNode):
-                    key_node.tag = _STR
+                    key_node.tag = STR
         return super().construct_mapping(node, deep=deep)
 
 
 def _construct_typed(loader: _Loader, node: ScalarNode) -> Any:
-    tag, value = _resolve_plain(node.value)
+    tag, value = resolve_plain(node.value)
     if tag == node.tag:
         return value
     # An explicit tag (``!!int "7"``): fall back to PyYAML's own constructors.
     fallback = {
-        _INT: yaml.SafeLoader.construct_yaml_int,
-        _FLOAT: yaml.SafeLoader.construct_yaml_float,
-        _BOOL: yaml.SafeLoader.construct_yaml_bool,
-        _NULL: yaml.SafeLoader.construct_yaml_null,
+        INT: yaml.SafeLoader.construct_yaml_int,
+        FLOAT: yaml.SafeLoader.construct_yaml_float,
+        BOOL: yaml.SafeLoader.construct_yaml_bool,
+        NULL: yaml.SafeLoader.construct_yaml_null,
     }[node.tag]
     return fallback(loader, node)
 
@@ -275,9 +150,9 @@ def _construct_timestamp(loader: _Loader, node: ScalarNode) -> str:
     return str(node.value)
 
 
-for _t in (_INT, _FLOAT, _BOOL, _NULL):
+for _t in (INT, FLOAT, BOOL, NULL):
     _Loader.add_constructor(_t, _construct_typed)
-_Loader.add_constructor(_TIMESTAMP, _construct_timestamp)
+_Loader.add_constructor(TIMESTAMP, _construct_timestamp)
 
 
 def _split(text: str) -> tuple[bool, str, str, str, str]:
@@ -309,168 +184,10 @@ def _mark_text(err: yaml.YAMLError) -> str:
     return str(problem)
 
 
-# --------------------------------------------------------------------------------------------
-# Fast path: flat ``key: scalar`` blocks and block sequences of scalars or flat mappings (the
-# shapes of ``merged-from`` and ``derived-from``) are read without PyYAML. Anything else (flow
-# collections, nesting, block scalars, anchors, aliases, tags, escapes, comments after values,
-# tabs, CR, odd characters) returns None and goes through PyYAML, which also refuses aliases.
-# Typing is the same function either way; tests/test_frontmatter_fast.py checks the two paths
-# agree on generated blocks.
-
-_FAST_KEY_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,127}):(?: +(.*))?\Z")
-_FAST_DQ_RE = re.compile(r'"([^"\\]*)"\Z')
-_FAST_SQ_RE = re.compile(r"'([^']*)'\Z")
-# Anything PyYAML's reader refuses or treats as a line break, plus tab, CR and BOM.
-_FAST_BAD_RE = re.compile(
-    "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
-)
-_FAST_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
-_FAIL: Any = object()
-
-
-def _fast_scalar(text: str) -> Any:
-    """The value of a one-line scalar (trailing spaces removed), or _FAIL."""
-    first = text[0]
-    if first == '"':
-        m = _FAST_DQ_RE.match(text)
-        return m.group(1) if m else _FAIL
-    if first == "'":
-        m = _FAST_SQ_RE.match(text)
-        return m.group(1) if m else _FAIL
-    if first in _FAST_INDICATORS and not (
-        first == "-" and len(text) > 1 and text[1] in "0123456789."
-    ):
-        return _FAIL
-    if ": " in text or " #" in text or text[-1] == ":":
-        return _FAIL
-    tag, value = _resolve_plain(text)
-    return _FAIL if tag == _MERGE else value
-
-
-def _fast_pair(line: str) -> tuple[str, Any] | None:
-    """``key: scalar`` or ``key:`` (None) with a plain string key; None when not that."""
-    m = _FAST_KEY_RE.match(line)
-    if m is None:
-        return None
-    key = m.group(1)  # keys are never typed (see _Loader.construct_mapping)
-    text = (m.group(2) or "").rstrip(" ")
-    if not text:
-        return key, None
-    if text[0] == "[":
-        items = _fast_flow_strings(text)
-        return None if items is None else (key, items)
-    value = _fast_scalar(text)
-    return None if value is _FAIL else (key, value)
-
-
-_FAST_FLOW_ITEM_RE = re.compile(r' *"([^"\\,\[\]{}]*)" *\Z')
-
-
-def _fast_flow_strings(text: str) -> list[str] | None:
-    """``[]`` or a one-line flow list of simple double-quoted strings; None otherwise."""
-    if text[-1] != "]":
-        return None
-    inner = text[1:-1]
-    if not inner.strip(" "):
-        return []
-    items = []
-    for part in inner.split(","):
-        m = _FAST_FLOW_ITEM_RE.match(part)
-        if m is None:
-            return None
-        items.append(m.group(1))
-    return items
-
-
-def _skippable(line: str) -> bool:
-    stripped = line.lstrip(" ")
-    return not stripped or stripped[0] == "#"
-
-
-def _fast_sequence(lines: list[str], i: int) -> tuple[Any, int]:
-    """The block sequence starting at ``lines[i]`` (after an empty ``key:``), or None."""
-    n = len(lines)
-    j = i
-    while j < n and _skippable(lines[j]):
-        j += 1
-    if j == n:
-        return None, j
-    stripped = lines[j].lstrip(" ")
-    ind = len(lines[j]) - len(stripped)
-    if not stripped.startswith("- "):
-        return (None, j) if ind == 0 else (_FAIL, j)
-    items: list[Any] = []
-    current: dict[str, Any] | None = None
-    col = -1
-    while j < n:
-        line = lines[j]
-        stripped = line.lstrip(" ")
-        if not stripped or stripped[0] == "#":
-            j += 1
-            continue
-        li = len(line) - len(stripped)
-        if li == ind and stripped.startswith("- "):
-            rest = stripped[1:]
-            content = rest.lstrip(" ")
-            col = ind + 1 + len(rest) - len(content)
-            content = content.rstrip(" ")
-            if not content:
-                return _FAIL, j
-            pair = _fast_pair(content) if ":" in content else None
-            if pair is not None:
-                current = {pair[0]: pair[1]}
-                items.append(current)
-            else:
-                value = _fast_scalar(content)
-                if value is _FAIL:
-                    return _FAIL, j
-                items.append(value)
-                current = None
-        elif li == col and li > ind and current is not None:
-            pair = _fast_pair(stripped)
-            if pair is None:
-                return _FAIL, j
-            current[pair[0]] = pair[1]
-        elif li == 0:
-            break
-        else:
-            return _FAIL, j
-        j += 1
-    return items, j
-
-
-def _fast_load(raw: str) -> dict[str, Any] | None:
-    """The frontmatter mapping when ``raw`` is in the simple subset, else None."""
-    if _FAST_BAD_RE.search(raw):
-        return None
-    out: dict[str, Any] = {}
-    lines = raw.split("\n")
-    n = len(lines)
-    i = 0
-    while i < n:
-        line = lines[i]
-        if _skippable(line):
-            i += 1
-            continue
-        if line[0] == " ":
-            return None
-        pair = _fast_pair(line)
-        if pair is None:
-            return None
-        key, value = pair
-        i += 1
-        if value is None:
-            value, i = _fast_sequence(lines, i)
-            if value is _FAIL:
-                return None
-        out[key] = value
-    return out
-
-
 def _load(raw: str) -> tuple[dict[str, Any], str | None]:
     if not raw.strip():
         return {}, None
-    fast = _fast_load(raw)
+    fast = fast_load(raw)
     if fast is not None:
         return fast, None
     return _load_yaml(raw)
@@ -558,8 +275,8 @@ class _Dumper(yaml.SafeDumper):
     def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
         tag: str
         if kind is ScalarNode and implicit[0]:
-            tag = _resolve_plain(value)[0]
-            if tag == _STR and _needs_quotes(value):
+            tag = resolve_plain(value)[0]
+            if tag == STR and needs_quotes(value):
                 return "!quoted"  # never equal to the str tag: forces quoting
             return tag
         tag = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
@@ -575,10 +292,10 @@ _ODD_BREAKS_RE = re.compile("[\r\x85\u2028\u2029\ufeff]")
 
 def _represent_str(dumper: _Dumper, data: str) -> ScalarNode:
     if _ODD_BREAKS_RE.search(data):
-        return dumper.represent_scalar(_STR, data, style='"')
+        return dumper.represent_scalar(STR, data, style='"')
     if "\n" in data and data.strip("\n") and not data.startswith(" "):
-        return dumper.represent_scalar(_STR, data, style="|")
-    return dumper.represent_scalar(_STR, data)
+        return dumper.represent_scalar(STR, data, style="|")
+    return dumper.represent_scalar(STR, data)
 
 
 _Dumper.add_representer(str, _represent_str)
@@ -651,8 +368,8 @@ def _rt_classes() -> tuple[type, type, type]:
         return self.represent_scalar(getattr(tag, "suffix", tag), str(data), style=None)
 
     def represent_new_str(self: Any, data: str) -> Any:
-        if _needs_quotes(data) or _ODD_BREAKS_RE.search(data):
-            return self.represent_scalar(_STR, data, style='"')
+        if needs_quotes(data) or _ODD_BREAKS_RE.search(data):
+            return self.represent_scalar(STR, data, style='"')
         return self.represent_str(data)
 
     Representer.add_representer(Plain, represent_plain)
