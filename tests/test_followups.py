@@ -16,7 +16,8 @@ import pytest
 from conftest import run_cli
 from memdir.doc import frontmatter
 from memdir.errors import Conflict, HarnessChanged
-from memdir.files.store import Store, is_store
+from memdir.files.layout import is_store
+from memdir.files.store import Store
 from memdir.service import Memory
 from memdir.turns.compaction import DefaultCompactor
 from test_engine_review import BREAD, BROKEN

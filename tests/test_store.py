@@ -19,7 +19,8 @@ from memdir.errors import (
     TooLarge,
     UnsafePath,
 )
-from memdir.files.store import Store, find_root
+from memdir.files.layout import find_root
+from memdir.files.store import Store
 from memdir.service import Memory
 
 

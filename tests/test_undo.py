@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from memdir.files import journal
-from memdir.files.store import Store, atomic_write
+from memdir.files.atomic import atomic_write
+from memdir.files.store import Store
 from memdir.files.undo import SUFFIX, Undo, recover
 from memdir.service import Memory
 from test_consolidate_atomic import SOURCES, assert_untouched, folders, snapshot

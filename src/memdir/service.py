@@ -25,7 +25,8 @@ from .doc.text import bad_char, lone_surrogate, one_line
 from .doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
-from .files.store import Store, WriteResult, content_hash, find_root
+from .files.layout import find_root
+from .files.store import Store, WriteResult, content_hash
 from .index import Difference, Index, SyncStats, watch
 from .index.search import Filters, Hit, bm25
 from .kiwi import report as coverage

@@ -45,7 +45,7 @@ def report_cmd(
 
     Example: memdir memory report --json --fail-under 90
     """
-    from ..files.store import find_root, is_store
+    from ..files.layout import find_root, is_store
     from ..kiwi import report as coverage
 
     chosen = root_option(ctx, root)

@@ -24,7 +24,7 @@ def token_group() -> None:
 
 
 def _config_path(ctx: click.Context, root: str | None) -> Path:
-    from ..files.store import find_root
+    from ..files.layout import find_root
     from ..settings import config_path
 
     return config_path(find_root(explicit=root_option(ctx, root)))
@@ -35,8 +35,8 @@ def _edit_tokens(path: Path, change: Any, message: str) -> list[Any]:
     import tomllib
 
     from .. import access as auth
+    from ..files.atomic import atomic_write
     from ..files.locks import FileLock
-    from ..files.store import atomic_write
 
     with FileLock(path.parent / "write.lock").hold():
         try:

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..doc import paths
 from ..errors import MemdirError
-from ..files.store import Store, atomic_write
+from ..files.atomic import atomic_write
+from ..files.store import Store
 from ..files.undo import Undo
 from . import runs
 

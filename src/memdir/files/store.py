@@ -8,16 +8,10 @@ import functools
 import hashlib
 import logging
 import os
-import re
-import shutil
 import stat
-import tempfile
-import threading
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -31,55 +25,32 @@ from ..errors import (
     InvalidInput,
     NotFound,
     PreconditionFailed,
-    StoreExists,
-    StoreNotFound,
     TooLarge,
     UnsafePath,
 )
 from ..settings import (
     Settings,
     config_path,
-    default_config_toml,
-    harness_digest,
-    pin_harness,
-    pinned_harness,
 )
-from . import undo
-from .gitlog import BOOK_SUFFIX, GitLog, run_git
+from . import layout, undo
+from .atomic import (
+    atomic_write,
+    discard_staged,
+    fsync_dir,
+    remove_dead_temp_files,
+    rename_staged,
+    run_all,
+    stage_files,
+    sync_folders,
+)
+from .gitlog import BOOK_SUFFIX, GitLog
 from .journal import Journal, any_dead_owner, recover, tombstone
 from .journal import folder as journal_folder
 from .locks import FileLock
 
 log = logging.getLogger("memdir.store")
 
-ROOT_ENV = "MEMDIR_ROOT"
 LOCK_STRIPES = 64
-TEMP_NAME_BYTES = 40  # of the target's name kept in its temp file's name
-TEMP_SUFFIX = ".tmp"
-_TEMP_OWNER = re.compile(r"^\..*\.(\d+)-[^.]+\.tmp$")
-STORE_FOLDERS = (
-    "inbox",
-    "quarantine",
-    "episodes/turns",
-    "episodes/operational",
-    "episodes/life",
-    "episodes/signal",
-    "wiki",
-    "evals",
-)
-GITIGNORE = """\
-# derived files: rebuildable with `memdir reindex`
-.memdir/index.db
-.memdir/index.db-*
-.memdir/index.db.damaged-*
-.memdir/vectors/
-.memdir/*.lock
-.memdir/locks/
-.memdir/cache/
-.memdir/watch/
-# a writer's journal of files not yet synced (replayed after a crash)
-.memdir/journal/
-"""
 
 
 def content_hash(data: bytes) -> str:
@@ -98,198 +69,6 @@ class WriteResult:
     @property
     def etag(self) -> str:
         return f'"{self.hash[:32]}"'
-
-
-def is_store(path: Path) -> bool:
-    return (path / ".memdir" / "config.toml").is_file()
-
-
-def find_root(start: Path | None = None, explicit: str | Path | None = None) -> Path:
-    """Find the store: ``explicit`` (``--root``), then ``MEMDIR_ROOT``, then walk up like git."""
-    chosen = explicit if explicit is not None else os.environ.get(ROOT_ENV) or None
-    if chosen is not None:
-        root = Path(chosen).expanduser()
-        if not root.is_dir():
-            raise StoreNotFound(f"store root does not exist: {chosen}")
-        root = root.resolve()
-        if not is_store(root):
-            raise StoreNotFound(f"not a memdir store (no .memdir/config.toml): {root}")
-        return root
-    here = (start or Path.cwd()).resolve()
-    for candidate in (here, *here.parents):
-        if is_store(candidate):
-            return candidate
-    raise StoreNotFound(
-        f"no memdir store in {here} or any parent; run `memdir init` or pass --root DIR"
-    )
-
-
-def _template(name: str) -> str:
-    return resources.files("memdir").joinpath("templates", name).read_text(encoding="utf-8")
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _make_folder(folder: Path) -> None:
-    """``mkdir -p``, with a clear error when a file stands where a folder must go."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise Conflict(f"{folder.name} (in {folder.parent}) is a file, not a folder") from None
-
-
-def _stage(target: Path, data: bytes) -> tuple[str, int]:
-    """Write ``data`` to a new temp file beside ``target``; return its name and open fd."""
-    _make_folder(target.parent)
-    # The temp file's name must fit where the target's does: a name of 255 bytes is allowed.
-    short = os.fsencode(target.name)[:TEMP_NAME_BYTES].decode("utf-8", errors="ignore")
-    # The writer's pid in the name tells a dead writer's leftover from a live one's file.
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{short}.{os.getpid()}-", suffix=TEMP_SUFFIX, dir=target.parent
-    )
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fchmod(fd, 0o644)
-    except BaseException:
-        os.close(fd)
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return tmp, fd
-
-
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_mutex = threading.Lock()
-
-
-def _sync_pool() -> ThreadPoolExecutor:
-    """Threads that run fsync calls beside the caller (made again after a fork)."""
-    global _pool
-    with _pool_mutex:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(4, thread_name_prefix="memdir-sync"))
-        return _pool[1]
-
-
-def _run_all(calls: list[Callable[[], object]]) -> None:
-    """Run the calls at once (the last in this thread); raise the first failure."""
-    if len(calls) <= 1:
-        for call in calls:
-            call()
-        return
-    futures = [_sync_pool().submit(call) for call in calls[:-1]]
-    try:
-        calls[-1]()
-    finally:
-        errors = [f.exception() for f in futures]
-    for error in errors:
-        if error is not None:
-            raise error
-
-
-def stage_files(items: list[tuple[Path, bytes]], *, durable: bool = True) -> list[tuple[str, Path]]:
-    """Write each item to a temp file beside its target; with ``durable``, sync their data,
-    all at once (the kernel can share one journal commit among them). Renames nothing."""
-    staged: list[tuple[str, Path]] = []
-    fds: list[int] = []
-    try:
-        for target, data in items:
-            tmp, fd = _stage(target, data)
-            staged.append((tmp, target))
-            fds.append(fd)
-        if durable:
-            _run_all([functools.partial(os.fdatasync, fd) for fd in fds])
-    except BaseException:
-        discard_staged(staged)
-        raise
-    finally:
-        for fd in fds:
-            with suppress(OSError):
-                os.close(fd)
-    return staged
-
-
-def discard_staged(staged: list[tuple[str, Path]]) -> None:
-    for tmp, _target in staged:
-        with suppress(OSError):
-            os.unlink(tmp)
-
-
-def rename_staged(staged: list[tuple[str, Path]]) -> None:
-    """Move staged temp files over their targets (each rename is atomic)."""
-    try:
-        for tmp, target in staged:
-            os.replace(tmp, target)
-    except BaseException:
-        discard_staged(staged)
-        raise
-
-
-def sync_folders(targets: Iterable[Path]) -> None:
-    """Sync the folder of each target once (so renames into it are durable), all at once."""
-    folders = list(dict.fromkeys(target.parent for target in targets))
-    _run_all([functools.partial(_fsync_dir, folder) for folder in folders])
-
-
-def atomic_write(target: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``target`` so a crash leaves the old or the new file, never half.
-
-    With ``durable`` the data and the folder entry are synced to disk before returning.
-    """
-    atomic_write_many([(target, data)], durable=durable)
-
-
-def atomic_write_many(items: list[tuple[Path, bytes]], *, durable: bool = True) -> None:
-    """Write several files atomically: stage them and sync their data together, rename
-    each, then sync each folder once."""
-    staged = stage_files(items, durable=durable)
-    rename_staged(staged)
-    if durable:
-        sync_folders(target for _tmp, target in staged)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
-
-
-def remove_dead_temp_files(root: Path) -> list[str]:
-    """Remove the temp files (``.<name>.<pid>-<random>.tmp``) of writers that are gone.
-
-    A writer killed between staging and renaming leaves one; a live writer's (its pid
-    runs) is kept. Walks the store outside ``.git`` and ``.memdir``; run after a crash.
-    """
-    removed: list[str] = []
-    for folder, dirs, names in os.walk(root):
-        if folder == os.fspath(root):
-            dirs[:] = [d for d in dirs if d not in (".git", ".memdir")]
-        for name in names:
-            found = _TEMP_OWNER.match(name)
-            if found is None or _alive(int(found.group(1))):
-                continue
-            path = os.path.join(folder, name)
-            with suppress(FileNotFoundError):
-                os.unlink(path)
-                removed.append(os.path.relpath(path, root))
-    if removed:
-        log.warning("removed %d temp file(s) of writers that are gone", len(removed))
-    return removed
 
 
 class Store:
@@ -356,82 +135,8 @@ class Store:
 
     @staticmethod
     def init(directory: Path, *, force: bool = False, git: bool = True) -> Path:
-        """Create the store layout in ``directory``; refuse an existing store unless ``force``,
-        and a folder inside another store (Conflict naming the outer store).
-
-        Never overwrites an existing file, even with ``force``: it only adds what is missing.
-        """
-        directory = directory.expanduser()
-        if directory.exists() and not directory.is_dir():
-            raise StoreExists(f"{directory} exists and is not a folder")
-        # The outer store's git would skip the inner folder, so every write of the outer
-        # store under it would be refused from then on.
-        here = directory.resolve()
-        outer = next((p for p in here.parents if is_store(p)), None)
-        if outer is not None:
-            raise Conflict(
-                f"{here} is inside the memdir store {outer}; a store nested in another makes "
-                "the outer one refuse every write under it: choose a folder outside it"
-            )
-        if is_store(directory) and not force:
-            raise StoreExists(
-                f"{directory} is already a memdir store; use --force to add missing parts"
-            )
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidInput(f"cannot create the store at {directory}: {exc.strerror}") from None
-        root = directory.resolve()
-        files = {
-            ".memdir/config.toml": default_config_toml(),
-            ".gitignore": GITIGNORE,
-            "HARNESS.md": _template("HARNESS.md"),
-            "PROGRAM.md": _template("PROGRAM.md"),
-            "index.md": _template("index.md"),
-            "evals/questions.yaml": _template("questions.yaml"),
-        }
-        created = []
-        for folder in STORE_FOLDERS:
-            (root / folder).mkdir(parents=True, exist_ok=True)
-            keep = root / folder / ".gitkeep"
-            if not any((root / folder).iterdir()):
-                keep.touch()
-                created.append(f"{folder}/.gitkeep")
-        for rel, text in files.items():
-            target = root / rel
-            if target.exists():
-                continue
-            atomic_write(target, text.encode("utf-8"))
-            created.append(rel)
-        if pinned_harness(root) is None:
-            text = (root / "HARNESS.md").read_text(encoding="utf-8")
-            pin_harness(root, harness_digest(text))
-            created.append(".memdir/config.toml")
-        if git and shutil.which("git"):
-            if not (root / ".git").exists():
-                run_git(root, "init", "-q", "-b", "main")
-                run_git(root, "add", "-A")
-                run_git(root, "commit", "-q", "--no-verify", "-m", "memdir init", check=False)
-            elif created:
-                # An existing repository (--force, or a folder already under git): commit only
-                # what init made, never the owner's uncommitted edits.
-                # A path the owner's .gitignore leaves out is not added (git would refuse all).
-                made = sorted(set(created))
-                ignored = run_git(root, "check-ignore", "-z", "--", *made, check=False)
-                made = [rel for rel in made if rel not in ignored.split("\0")]
-                staged = []
-                if made:
-                    run_git(root, "add", "--", *made, check=False)
-                    listed = run_git(root, "diff", "--cached", "--name-only", "-z", "--", *made)
-                    staged = [rel for rel in listed.split("\0") if rel]
-                if staged:
-                    run_git(
-                        root, "commit", "-q", "--no-verify", "-m", "memdir init", "--", *staged,
-                        check=False,
-                    )  # fmt: skip
-        return root
-
-    # -- paths and reads ---------------------------------------------------------
+        """Create the store layout in ``directory`` (:func:`memdir.files.layout.create`)."""
+        return layout.create(directory, force=force, git=git)
 
     def resolve(self, rel: str) -> tuple[str, Path]:
         return paths.confine(self.root, rel)
@@ -685,7 +390,7 @@ class Store:
         if after_rename is not None:
             calls.append(functools.partial(after_rename, results))
         try:
-            _run_all(calls)
+            run_all(calls)
         finally:
             # Last: the files are durable and indexed whatever git does with the commit
             # (which never raises: a failed one stays queued and is retried).
@@ -748,7 +453,7 @@ class Store:
             if not target.is_file():
                 raise NotFound(f"no such file in the store: {norm}")
             target.unlink()
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
             # Replay must not bring it back, and this process's journal must not keep its
             # bytes (a purge is final): the journaled files are synced, the journal emptied.
             tombstone(self.root, [norm])

@@ -19,7 +19,7 @@ def server_settings(root: str | None) -> Any:
     ``store.sync_interval_seconds`` and ``store.git_batch_seconds`` win when set
     (non-zero); otherwise the ``server.*`` values of the same name apply.
     """
-    from ..files.store import find_root
+    from ..files.layout import find_root
     from ..settings import load
 
     found = find_root(explicit=root)

@@ -8,7 +8,7 @@ import click
 
 
 def _settings(root: str | None) -> Any:
-    from ..files.store import find_root
+    from ..files.layout import find_root
     from ..settings import load
 
     found = find_root(explicit=root)
