@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from memdir.kiwi import gojson
 from memdir.kiwi import report as coverage
 from memdir.kiwi.report import FileFacts, build_report, facts_for, report_for_folder, walk_key
 
@@ -450,7 +451,7 @@ def test_json_empty_lists_and_no_warnings(tmp_path: Path) -> None:
 
 
 def test_go_json_escapes_and_floats() -> None:
-    assert coverage.go_string('a<b>&"\\\n\t\x01\u2028é') == (
+    assert gojson.go_string('a<b>&"\\\n\t\x01\u2028é') == (
         '"a\\u003cb\\u003e\\u0026\\"\\\\\\n\\t\\u0001\\u2028é"'
     )
     cases = {
@@ -466,7 +467,7 @@ def test_go_json_escapes_and_floats() -> None:
         2.5e-100: "2.5e-100",
     }
     for value, text in cases.items():
-        assert coverage.go_float(value) == text
+        assert gojson.go_float(value) == text
 
 
 def test_text_output(tmp_path: Path) -> None:
@@ -569,7 +570,7 @@ def test_build_report_speed() -> None:
 
 
 def test_file_lists_render_like_the_general_encoder() -> None:
-    from memdir.kiwi.report import _go_json, dumps_go, go_string
+    from memdir.kiwi.gojson import _go_json, dumps_go, go_string
 
     entries = [
         {"path": "episodes/a.md", "episode_id": "a"},

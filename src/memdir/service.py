@@ -29,6 +29,7 @@ from .files.layout import find_root
 from .files.store import Store, WriteResult, content_hash
 from .index import Difference, Index, SyncStats, watch
 from .index.search import Filters, Hit, bm25
+from .kiwi import gojson
 from .kiwi import report as coverage
 from .retrieval.verbs import RetrievalVerbs
 from .settings import Settings
@@ -663,7 +664,7 @@ def _around(line: str, start: int, end: int) -> str:
 
 # Longest id, type, path, note or reason a merge or forget records.
 MAX_MERGE_CHARS = 1000
-# Placeholders for the time-dependent metrics, as coverage.go_string writes them; they come
+# Placeholders for the time-dependent metrics, as gojson.go_string writes them; they come
 # before the file lists in KiwiFS's field order, so the first occurrence is the field.
 _AVG = "\x01avg_age_days"
 _EXPIRED = "\x01expired_count"
@@ -702,7 +703,7 @@ class _ReportEntry:
             expires=[f.expires_at for f in facts if f.expires_at is not None],
             coverage_pct=report.coverage_pct,
             warnings=list(report.warnings),
-            text=coverage.dumps_go(data),
+            text=gojson.dumps_go(data),
         )
 
     def dumps(self) -> str:
@@ -728,8 +729,8 @@ class _ReportEntry:
         n = self.age_n
         avg = (now_ts - self.mtime_sum / n) / 86400.0 if n else 0.0
         expired = sum(1 for e in self.expires if e < now_ts)
-        text = self.text.replace(coverage.go_string(_AVG), coverage.go_float(avg), 1)
-        text = text.replace(coverage.go_string(_EXPIRED), str(expired), 1)
+        text = self.text.replace(gojson.go_string(_AVG), gojson.go_float(avg), 1)
+        text = text.replace(gojson.go_string(_EXPIRED), str(expired), 1)
         return ReportText(text, self.coverage_pct, self.warnings)
 
 

@@ -212,6 +212,7 @@ def memory_report(
     offset: Annotated[str | None, Query(description="Start of the page.")] = None,
 ) -> Response:
     """The KiwiFS-compatible coverage report; ``limit``/``offset`` page the two lists only."""
+    from ..kiwi import gojson
     from ..kiwi import report as coverage
 
     principal.require_unconfined("the memory report")
@@ -222,7 +223,7 @@ def memory_report(
     end = None if size is None else start + size
     for key in ("episodic_files", "unmerged"):
         data[key] = (data.get(key) or [])[start:end]
-    return Response(coverage.dumps_go(data), media_type="application/json")
+    return Response(gojson.dumps_go(data), media_type="application/json")
 
 
 @router.post("/v1/merge", tags=["memory"])
