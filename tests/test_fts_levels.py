@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import files_holding
-from memdir.index import FTS_LEVELS_BOUND, fts_levels, merge_fts
+from memdir.index.maintenance import FTS_LEVELS_BOUND, fts_levels, merge_fts
 from memdir.service import Memory
 
 SECRET = "QuokkaLanternCipher9123"
