@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from conftest import committed
 from http_server import live_server
 from memdir.errors import GitError
-from memdir.files.gitlog import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, GitLog, clean_message, clean_name
+from memdir.files.gitlog import GitLog
+from memdir.files.gitrun import MAX_MESSAGE_CHARS, MAX_NAME_CHARS, clean_message, clean_name
 from memdir.files.store import Store
 from memdir.service import Memory
 

@@ -44,7 +44,6 @@ import fcntl
 import json
 import logging
 import os
-import re
 import secrets
 import subprocess
 import threading
@@ -56,114 +55,23 @@ from pathlib import Path
 
 from ..errors import Conflict, GitError
 from . import claims, journal
+from .gitrun import (
+    ADD,
+    FROM_STDIN,
+    MAX_COMMIT_MESSAGE_CHARS,
+    clean_message,
+    clean_name,
+    clear_stale_git_locks,
+    identity_env,
+    run_git,
+)
 from .locks import FileLock
 
 BOOK_SUFFIX = ".commits"
-STALE_LOCK_SECONDS = 2.0  # git holds index.lock open while it works; a closed one this old is left
-
 MAX_DELAY_FACTOR = 10
-MAX_MESSAGE_CHARS = 4096  # one write's message
-MAX_COMMIT_MESSAGE_CHARS = 16384  # a whole commit message (a batch lists its writes' messages)
-MAX_NAME_CHARS = 200
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_MESSAGE_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but newline
-_NAME_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f<>]")
-_SPACES = re.compile(r"\s+")
-_CRUD = frozenset(" .,:;<>\"\\'")  # what git strips from the ends of a name (ident.c)
+
 
 log = logging.getLogger("memdir.git")
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def clean_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """A commit message git accepts, from any string.
-
-    The rule: lone surrogates (not encodable as UTF-8) become U+FFFD; line ends become
-    newlines; every other control character (C0, DEL, C1: NUL, tab, escape ...) becomes a
-    space; the result is stripped and cut to ``limit`` characters (ending in "…"). It may
-    be empty: the caller supplies a default, as git refuses an empty message.
-    """
-    text = _SURROGATES.sub("\ufffd", text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _MESSAGE_CONTROLS.sub(" ", text).strip()
-    return _cut(text, limit)
-
-
-def clean_name(text: str) -> str:
-    """An author name git accepts, from any actor string.
-
-    The rule: lone surrogates become U+FFFD; control characters (newline included) and
-    ``<``/``>`` become spaces; runs of white space become one space; the result is stripped
-    and cut to ``MAX_NAME_CHARS``. A name with nothing left but what git strips from a name
-    (spaces and ``.,:;"'\\``) is ``anonymous``.
-    """
-    text = _SURROGATES.sub("\ufffd", text)
-    text = _SPACES.sub(" ", _NAME_CONTROLS.sub(" ", text)).strip()
-    text = _cut(text, MAX_NAME_CHARS)
-    if all(ch in _CRUD for ch in text):
-        return "anonymous"
-    return text
-
-
-def _identity_env(actor: str) -> dict[str, str]:
-    env = dict(os.environ)
-    name = clean_name(actor)
-    email_local = _SAFE_NAME.sub("-", name).strip("-.")[:64] or "anonymous"
-    env.update(
-        LC_ALL="C",
-        GIT_AUTHOR_NAME=name,
-        GIT_AUTHOR_EMAIL=f"{email_local}@memdir.local",
-        GIT_COMMITTER_NAME="memdir",
-        GIT_COMMITTER_EMAIL="memdir@memdir.local",
-    )
-    return env
-
-
-# Blobs added by memdir go straight into one pack per ``git add`` ("bulk check-in", which git
-# uses for files over this size) instead of one loose object file each: a flush of 2,000
-# turn files then creates two files under .git instead of 2,000. Only the add uses it, so
-# diffs and later repacks see the repository's own settings. Paths are literal: a file named
-# ``*.md`` is that file, not a pattern.
-_ADD = ("--literal-pathspecs", "-c", "core.bigFileThreshold=1", "add")
-_FROM_STDIN = ("--pathspec-from-file=-", "--pathspec-file-nul")
-
-
-def run_git(
-    root: Path,
-    *args: str,
-    actor: str = "memdir",
-    check: bool = True,
-    stdin: str | bytes | None = None,
-    keep: tuple[int, ...] = (),
-) -> str:
-    """Run git in ``root`` as ``actor``; its output, decoded (bytes that are not UTF-8 as U+FFFD).
-
-    A ``str`` stdin is encoded as UTF-8 (file names from the file system keep their bytes).
-    ``keep``: descriptors git inherits (memdir's git lock, so a git outliving its caller
-    still holds it).
-    """
-    data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(root), *args],
-            input=data,
-            capture_output=True,
-            env=_identity_env(actor),
-            check=False,
-            pass_fds=keep,
-        )
-    except FileNotFoundError:
-        raise GitError("git is not installed; set store.git_commit = false") from None
-    out = proc.stdout.decode("utf-8", "replace")
-    if check and proc.returncode != 0:
-        verb = next((a for a in args if not a.startswith("-") and "=" not in a), "")
-        err = proc.stderr.decode("utf-8", "replace").strip()
-        raise GitError(f"git {verb} failed: {err or out.strip()}")
-    return out
 
 
 def _nul_list(paths: list[str]) -> bytes:
@@ -452,7 +360,7 @@ class GitLog:
                 "--literal-pathspecs",
                 "reset",
                 "-q",
-                *_FROM_STDIN,
+                *FROM_STDIN,
                 stdin=_nul_list(paths),
                 check=False,
                 keep=self._keep(),
@@ -477,9 +385,9 @@ class GitLog:
             try:
                 run_git(
                     self.root,
-                    *_ADD,
+                    *ADD,
                     "-A",
-                    *_FROM_STDIN,
+                    *FROM_STDIN,
                     actor=actor,
                     stdin=_nul_list(present),
                     keep=self._keep(),
@@ -492,7 +400,7 @@ class GitLog:
                 kept = [p for p in present if p not in ignored]
                 if kept:
                     run_git(
-                        self.root, *_ADD, "-A", *_FROM_STDIN, actor=actor,
+                        self.root, *ADD, "-A", *FROM_STDIN, actor=actor,
                         stdin=_nul_list(kept), keep=self._keep(),
                     )  # fmt: skip
         if missing:
@@ -503,11 +411,11 @@ class GitLog:
                 "-q",
                 "--cached",
                 "--ignore-unmatch",
-                *_FROM_STDIN,
+                *FROM_STDIN,
                 stdin=_nul_list(missing),
                 keep=self._keep(),
             )
-        env = _identity_env(actor)
+        env = identity_env(actor)
         done = subprocess.run(
             ["git", "-C", str(self.root), "commit", "-q", "--no-verify", "-F", "-"],
             input=message.encode("utf-8"),
@@ -532,7 +440,7 @@ class GitLog:
             # Nothing staged: make sure that is because the paths are committed, not because
             # the staged entries were lost (an index rewritten by a git killed beside us).
             left = run_git(
-                self.root, *_ADD, "-A", "--dry-run", "--ignore-missing", *_FROM_STDIN,
+                self.root, *ADD, "-A", "--dry-run", "--ignore-missing", *FROM_STDIN,
                 stdin=_nul_list(named), check=False, keep=self._keep(),
             )  # fmt: skip
             if left.strip():
@@ -557,68 +465,6 @@ def _book_entries(blob: bytes) -> Iterator[tuple[str, str, list[str]]]:
             yield str(entry["actor"]), str(entry["message"]), [str(p) for p in entry["paths"]]
         except (ValueError, KeyError, TypeError):
             continue
-
-
-def clear_stale_git_locks(root: Path) -> list[Path]:
-    """Remove the lock files a killed git left (``index.lock``, ``HEAD.lock``, the current
-    branch's ``.lock``, ``packed-refs.lock``): while one is there git refuses to commit.
-    Returns those removed.
-
-    Call it holding memdir's git lock: every git memdir runs holds it too (it inherits the
-    descriptor), so no memdir git runs, and a lock that no process has open belongs to a
-    git that is gone. One younger than ``STALE_LOCK_SECONDS`` is waited for first: a git of
-    the user's may be between closing it and renaming it into place.
-    """
-    git_dir = root / ".git"
-    candidates = [git_dir / "index.lock", git_dir / "HEAD.lock", git_dir / "packed-refs.lock"]
-    with suppress(OSError, UnicodeDecodeError):
-        head = (git_dir / "HEAD").read_text().strip()
-        if head.startswith("ref: refs/"):
-            candidates.append(git_dir / (head[5:] + ".lock"))
-    found: dict[Path, float] = {}
-    for lock in candidates:
-        with suppress(FileNotFoundError):
-            found[lock] = time.time() - lock.stat().st_mtime
-    if not found:
-        return []
-    young = max(STALE_LOCK_SECONDS - age for age in found.values())
-    if young > 0:
-        time.sleep(young)
-    removed: list[Path] = []
-    for lock, age in found.items():
-        if not lock.exists() or _held_open(lock):
-            continue
-        with suppress(FileNotFoundError):
-            lock.unlink()
-            removed.append(lock)
-            log.warning(
-                "removed a stale %s (%.0f s old, no process had it open)",
-                lock,
-                max(age, STALE_LOCK_SECONDS),
-            )
-    return removed
-
-
-def _held_open(path: Path) -> bool:
-    """Whether any process this user can see has ``path`` open (Linux /proc; True where
-    that cannot be told, so a lock is never taken from a live git)."""
-    proc = Path("/proc")
-    if not (proc / "self" / "fd").is_dir():
-        return True
-    wanted = os.fspath(path.resolve())
-    for entry in os.scandir(proc):
-        if not entry.name.isdigit():
-            continue
-        try:
-            fds = os.scandir(os.path.join(entry.path, "fd"))
-        except OSError:
-            continue  # another user's process, or gone
-        with fds:
-            for fd in fds:
-                with suppress(OSError):
-                    if os.readlink(fd.path) == wanted:
-                        return True
-    return False
 
 
 def _commit_message(paths: list[str], actor: str, messages: list[str]) -> str:

@@ -23,7 +23,7 @@ from ..settings import (
 from .atomic import (
     atomic_write,
 )
-from .gitlog import run_git
+from .gitrun import run_git
 
 ROOT_ENV = "MEMDIR_ROOT"
 
