@@ -170,7 +170,7 @@ def test_dag_walk_reads_no_files(tmem: Memory, monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(Path, "read_text", refuse)
     monkeypatch.setattr(Path, "read_bytes", refuse)
-    monkeypatch.setattr(tmem, "sync", lambda **kw: None)
+    monkeypatch.setattr(tmem.turns, "_sync", lambda **kw: None)
     assert len(tmem.ancestors(ids["e"], depth=50)) == 4
     tmem.index.conn.set_trace_callback(None)
     assert len([s for s in statements if s.lstrip().upper().startswith("SELECT")]) <= 6
@@ -183,7 +183,7 @@ def test_the_walks_read_only_the_turn_graph(tmem: Memory) -> None:
     for up, edge_key in ((True, "child=?"), (False, "parent=?")):
         statements: list[str] = []
         tmem.index.conn.set_trace_callback(statements.append)
-        tmem._walk(ids["e"] if up else ids["a"], 50, 1000, up=up)
+        tmem.turns._walk(ids["e"] if up else ids["a"], 50, 1000, up=up)
         tmem.index.conn.set_trace_callback(None)
         walk = next(s for s in statements if "WITH RECURSIVE" in s)
         plan = [str(row[3]) for row in tmem.index.conn.execute("EXPLAIN QUERY PLAN " + walk)]
@@ -344,11 +344,11 @@ def test_recursive_query_and_breadth_first_walk_agree(tmem: Memory) -> None:
     for start in rnd.sample(ids, 8):
         for depth, limit in [(1, 1000), (3, 1000), (50, 1000), (50, 5), (0, 10)]:
             for up in (True, False):
-                fast = tmem._walk(start, depth, limit, up)
+                fast = tmem.turns._walk(start, depth, limit, up)
                 slow = dag.walk_bfs(tmem.index.conn, start, depth, limit, up)
                 assert fast == slow, (start, depth, limit, up)
     # a tiny cap forces the fallback: same answer
-    deep = tmem._walk(ids[-1], 50, 1, up=True)
+    deep = tmem.turns._walk(ids[-1], 50, 1, up=True)
     assert deep == dag.walk_bfs(tmem.index.conn, ids[-1], 50, 1, up=True)
 
 

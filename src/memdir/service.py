@@ -12,29 +12,33 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .doc import links, paths, patterns, provenance
 from .doc.frontmatter import json_value
 from .doc.text import bad_char, lone_surrogate, one_line
-from .doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
+from .doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX, TurnRecord
 from .engine.verbs import EngineVerbs
 from .errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
 from .files.layout import find_root
 from .files.store import Store, WriteResult, content_hash
 from .index import Difference, Index, SyncStats, watch
+from .index.dag import DagNode
 from .index.search import Filters, Hit, bm25
 from .kiwi import gojson
 from .kiwi import report as coverage
 from .retrieval.verbs import RetrievalVerbs
 from .settings import Settings
 from .settings import load as load_settings
-from .turns.verbs import TurnVerbs
+from .turns.verbs import TurnLog
+
+if TYPE_CHECKING:
+    from .turns.pack import ContextPack
 
 
 @dataclass(frozen=True)
@@ -757,7 +761,7 @@ def _merge_key(item: Mapping[str, Any]) -> str | None:
     return None
 
 
-class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
+class Memory(RetrievalVerbs, StoreVerbs, EngineVerbs):
     """A memdir store opened for use. Create with :meth:`Memory.open`.
 
     >>> mem = Memory.open("/path/to/store")          # doctest: +SKIP
@@ -772,6 +776,7 @@ class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
         self._last_sync = 0.0
         self._sync_held = False
         self._watcher = None
+        self.turns = TurnLog(store, index, settings, sync=self.sync, after_record=self._embed_turn)
         if store.crashed:  # a writer died: what it renamed into place may be unindexed
             index.sync()
         elif store.put_back:  # files of a run that died before its commit (memdir.files.undo)
@@ -811,3 +816,87 @@ class Memory(RetrievalVerbs, StoreVerbs, TurnVerbs, EngineVerbs):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- turns (memdir.turns.verbs.TurnLog) --------------------------------------
+
+    def record_turn(
+        self,
+        *,
+        thread: str,
+        input: str = "",
+        output: str = "",
+        worklog: Sequence[Mapping[str, Any]] | bytes | str | None = None,
+        user: str = "",
+        channel: str = "",
+        parents: Sequence[str] = (),
+        keywords: Sequence[str] | str = (),
+        provenance: str | None = None,
+        actor: str | None = None,
+        id: str | None = None,
+    ) -> TurnRecord:
+        """Store a turn record and its raw work log; compact the work log.
+
+        Every argument is validated before anything is written: parents must be
+        existing turns, input and output cannot both be empty, thread and user
+        ids cannot hold path separators or control characters.
+        """
+        return self.turns.record_turn(
+            thread=thread,
+            input=input,
+            output=output,
+            worklog=worklog,
+            user=user,
+            channel=channel,
+            parents=parents,
+            keywords=keywords,
+            provenance=provenance,
+            actor=actor,
+            id=id,
+        )
+
+    def turn_show(self, turn_id: str) -> TurnRecord:
+        """The record of a turn."""
+        return self.turns.turn_show(turn_id)
+
+    def turn_worklog(self, turn_id: str) -> bytes:
+        """The raw work log of a turn, byte for byte as recorded (b"" when it had none)."""
+        return self.turns.turn_worklog(turn_id)
+
+    def ancestors(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
+        """Turns this turn descends from, nearest first (breadth-first over ``parents``)."""
+        return self.turns.ancestors(turn_id, depth, limit)
+
+    def descendants(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
+        """Turns that name this turn as a parent, directly or through others, nearest first."""
+        return self.turns.descendants(turn_id, depth, limit)
+
+    def thread(self, thread: str, last: int = 20) -> list[DagNode]:
+        """The latest ``last`` turns of a thread, newest first."""
+        return self.turns.thread(thread, last)
+
+    def sync_worklogs(self) -> int:
+        """Bring the work-log full-text table in step with the turn rows; returns rows added.
+
+        Runs only on demand (``search_worklogs``): work logs are never searched by default.
+        """
+        return self.turns.sync_worklogs()
+
+    def search_worklogs(
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
+    ) -> list[Hit]:
+        """BM25 over the raw work logs of turns (mode two, on demand); pointers to sidecars.
+
+        ``filters`` (as for search: path prefix, kind, type, where, include_superseded)
+        apply to the turn each work log belongs to.
+        """
+        return self.turns.search_worklogs(query, limit=limit, filters=filters)
+
+    def context(
+        self,
+        thread: str,
+        user: str = "",
+        keywords: Sequence[str] | str = (),
+        budget: int | None = None,
+    ) -> ContextPack:
+        """Mode one: the context pack for the start of a turn (see :mod:`memdir.turns.pack`)."""
+        return self.turns.context(thread, user, keywords, budget)

@@ -121,7 +121,7 @@ class RetrievalVerbs:
 
         def _leaks(self, rels: list[str], flt: Filters) -> set[str]: ...
 
-        def search_worklogs(  # provided by TurnVerbs
+        def search_worklogs(  # provided by Memory (its TurnLog)
             self, query: str, *, limit: int | None = None, filters: Filters | None = None
         ) -> list[Hit]: ...
 

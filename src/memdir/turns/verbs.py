@@ -1,12 +1,12 @@
 """The turn verbs: record a turn, show it, walk its DAG, read its thread.
 
 The record's format (render, parse, field checks) is :mod:`memdir.doc.turnrecord`.
-The :class:`TurnVerbs` mixin adds the turn verbs to :class:`memdir.Memory`.
+One :class:`TurnLog` per open store does this work; :class:`memdir.Memory` calls it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..doc import paths
@@ -49,18 +49,28 @@ MAX_THREAD_LAST = 10_000
 # -- the service mixin ---------------------------------------------------------
 
 
-class TurnVerbs:
-    """Turn verbs of :class:`memdir.Memory` (uses ``store``, ``index``, ``settings``, ``sync``)."""
+class TurnLog:
+    """The turns of one store: record, show, walk, thread, work logs, the context pack.
 
-    store: Store
-    index: Index
-    settings: Settings
+    Built once by :meth:`memdir.Memory.open` and handed what it needs: the store, its
+    index and settings, ``sync`` (brings the index in step before a read) and
+    ``after_record`` (called once a turn is durable; the retrieval side embeds it).
+    """
 
-    if TYPE_CHECKING:  # provided by StoreVerbs in Memory
-
-        def sync(self) -> Any: ...
-
-        def _embed_turn(self) -> None: ...
+    def __init__(
+        self,
+        store: Store,
+        index: Index,
+        settings: Settings,
+        *,
+        sync: Callable[[], object],
+        after_record: Callable[[], None],
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.settings = settings
+        self._sync = sync
+        self._after_record = after_record
 
     # -- writing -------------------------------------------------------------
 
@@ -139,7 +149,7 @@ class TurnVerbs:
             provenance_value=prov_value,
             after_rename=lambda _written: self.index.sync_paths([rel]),
         )
-        self._embed_turn()
+        self._after_record()
         return record
 
     def _check_parents(self, parent_ids: Sequence[str]) -> None:
@@ -209,21 +219,21 @@ class TurnVerbs:
         """Turns this turn descends from, nearest first (breadth-first over ``parents``)."""
         in_range("depth", depth, MAX_WALK_DEPTH)
         in_range("limit", limit, MAX_WALK_LIMIT)
-        self.sync()
+        self._sync()
         return self._own_files(self._walk(turn_id, depth, limit, up=True))
 
     def descendants(self, turn_id: str, depth: int = 10, limit: int = 1000) -> list[DagNode]:
         """Turns that name this turn as a parent, directly or through others, nearest first."""
         in_range("depth", depth, MAX_WALK_DEPTH)
         in_range("limit", limit, MAX_WALK_LIMIT)
-        self.sync()
+        self._sync()
         return self._own_files(self._walk(turn_id, depth, limit, up=False))
 
     def thread(self, thread: str, last: int = 20) -> list[DagNode]:
         """The latest ``last`` turns of a thread, newest first."""
         thread = validate_name("thread", thread, required=True)
         in_range("last", last, MAX_THREAD_LAST)
-        self.sync()
+        self._sync()
         return self._own_files(dag.thread_turns(self.index.conn, thread, last))
 
     def _own_files(self, nodes: list[DagNode]) -> list[DagNode]:
@@ -287,7 +297,7 @@ class TurnVerbs:
         if limit < 1 or limit > 1000:
             raise InvalidInput(f"limit must be between 1 and 1000, got {limit}")
         match = fts_query(query)
-        self.sync()
+        self._sync()
         self.sync_worklogs()
         where, params = (filters or Filters()).sql("d")
         rows = self.index.conn.execute(
@@ -320,5 +330,5 @@ class TurnVerbs:
         """Mode one: the context pack for the start of a turn (see :mod:`memdir.turns.pack`)."""
         from .pack import build_pack
 
-        self.sync()
+        self._sync()
         return build_pack(self, thread=thread, user=user, keywords=keywords, budget=budget)
