@@ -23,7 +23,7 @@ from .doc import links, paths, patterns, provenance
 from .doc.frontmatter import json_value
 from .doc.text import bad_char, lone_surrogate, one_line
 from .doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX, TurnRecord
-from .engine.verbs import EngineVerbs
+from .engine.verbs import KnowledgeEngine
 from .errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
 from .files.layout import find_root
 from .files.store import Store, WriteResult, content_hash
@@ -38,6 +38,7 @@ from .settings import load as load_settings
 from .turns.verbs import TurnLog
 
 if TYPE_CHECKING:
+    from .engine.program import Program
     from .turns.pack import ContextPack
 
 
@@ -761,7 +762,7 @@ def _merge_key(item: Mapping[str, Any]) -> str | None:
     return None
 
 
-class Memory(RetrievalVerbs, StoreVerbs, EngineVerbs):
+class Memory(RetrievalVerbs, StoreVerbs):
     """A memdir store opened for use. Create with :meth:`Memory.open`.
 
     >>> mem = Memory.open("/path/to/store")          # doctest: +SKIP
@@ -777,6 +778,14 @@ class Memory(RetrievalVerbs, StoreVerbs, EngineVerbs):
         self._sync_held = False
         self._watcher = None
         self.turns = TurnLog(store, index, settings, sync=self.sync, after_record=self._embed_turn)
+        self.engine = KnowledgeEngine(
+            store,
+            index,
+            settings,
+            sync=self.sync,
+            synced=self.synced,
+            keyword_search=self.keyword_search,
+        )
         if store.crashed:  # a writer died: what it renamed into place may be unindexed
             index.sync()
         elif store.put_back:  # files of a run that died before its commit (memdir.files.undo)
@@ -900,3 +909,86 @@ class Memory(RetrievalVerbs, StoreVerbs, EngineVerbs):
     ) -> ContextPack:
         """Mode one: the context pack for the start of a turn (see :mod:`memdir.turns.pack`)."""
         return self.turns.context(thread, user, keywords, budget)
+
+    # -- the knowledge engine (memdir.engine.verbs.KnowledgeEngine) --------------
+
+    def program(self) -> Program:
+        """PROGRAM.md parsed, with the ``[engine]`` settings applied."""
+        return self.engine.program()
+
+    def harness_accept(self) -> dict[str, Any]:
+        """Record the current HARNESS.md hash as the pinned one (logged as its own run)."""
+        return self.engine.harness_accept()
+
+    def bundle_add(self, name: str, scope: str) -> dict[str, Any]:
+        """Add (or rescope) a bundle in PROGRAM.md and create its OKF folder."""
+        return self.engine.bundle_add(name, scope)
+
+    def bundle_list(self) -> list[dict[str, Any]]:
+        return self.engine.bundle_list()
+
+    def bundle_remove(self, name: str) -> dict[str, Any]:
+        """Remove a bundle from PROGRAM.md (its articles stay on disk)."""
+        return self.engine.bundle_remove(name)
+
+    def ingest(
+        self,
+        items: Sequence[tuple[str, bytes | str]],
+        *,
+        actor: str | None = None,
+        provenance: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Place raw sources in ``inbox/`` as episodic ``type: ingest`` documents."""
+        return self.engine.ingest(items, actor=actor, provenance=provenance)
+
+    def consolidate(
+        self,
+        *,
+        plan: bool = False,
+        apply: str | dict[str, Any] | None = None,
+        limit: int | None = None,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Inbox sources -> cited articles (or quarantine); then refine, reflect, reindex and
+        one git commit. ``plan`` returns the work packet; ``apply`` files returned articles."""
+        return self.engine.consolidate(plan=plan, apply=apply, limit=limit, actor=actor)
+
+    def refine(self, *, label: str | None = None) -> dict[str, Any]:
+        """The drift audit, compared with the previous refine run (written to runs.tsv)."""
+        return self.engine.refine(label=label)
+
+    def query(self, question: str) -> dict[str, Any]:
+        """Tiered recall: snapshot, index walk, then search; pointers with citations."""
+        return self.engine.query(question)
+
+    def evaluate(self) -> dict[str, Any]:
+        """Run evals/questions.yaml through query; compare MRR with the previous run."""
+        return self.engine.evaluate()
+
+    def episode_add(
+        self,
+        *,
+        kind: str,
+        situation: str,
+        actions: Sequence[str] = (),
+        outcome: str = "success",
+        insights: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        intent: str = "",
+        slug: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a life or signal episode (operational ones are written by the verbs)."""
+        return self.engine.episode_add(
+            kind=kind,
+            situation=situation,
+            actions=actions,
+            outcome=outcome,
+            insights=insights,
+            tags=tags,
+            intent=intent,
+            slug=slug,
+        )
+
+    def reflect(self, *, now: datetime | None = None) -> dict[str, Any]:
+        """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
+        return self.engine.reflect(now=now)

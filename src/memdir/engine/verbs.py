@@ -1,9 +1,9 @@
-"""The engine verbs of :class:`memdir.service.Memory` (the ``EngineVerbs`` mixin)."""
+"""The knowledge engine of one store: the verbs :class:`memdir.Memory` calls for it."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,20 +53,30 @@ def _count_tokens(text: str) -> int:
     return count(text)
 
 
-class EngineVerbs:
-    """consolidate, query, refine, evaluate, reflect, plus bundles, ingest and episodes."""
+class KnowledgeEngine:
+    """consolidate, query, refine, evaluate, reflect, plus bundles, ingest and episodes.
 
-    store: Store
-    index: Index
-    settings: Settings
+    Built once by :meth:`memdir.Memory.open` and handed the store, its index and settings,
+    and three callables of the store's reading side: ``sync`` (bring the index in step),
+    ``synced`` (one sync held for a whole verb) and ``keyword_search`` (BM25 pointers).
+    """
 
-    if TYPE_CHECKING:  # provided by StoreVerbs in Memory
-
-        def sync(self, *, force: bool = False) -> Any: ...
-
-        def keyword_search(self, query: str, *, limit: int | None = None) -> Any: ...
-
-        def synced(self) -> AbstractContextManager[Any]: ...
+    def __init__(
+        self,
+        store: Store,
+        index: Index,
+        settings: Settings,
+        *,
+        sync: Callable[..., object],
+        synced: Callable[[], AbstractContextManager[Any]],
+        keyword_search: Callable[..., Any],
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.settings = settings
+        self.sync = sync
+        self.synced = synced
+        self.keyword_search = keyword_search
 
     # -- program and harness -------------------------------------------------------------
 
