@@ -169,13 +169,15 @@ def test_hybrid_lexical_ids_use_the_postings(big: Memory, monkeypatch: pytest.Mo
     conn = big.index.conn
     for weight in (0.3, 0.1, 2.5):
         search = dataclasses.replace(big.settings.search, previous_weight=weight)
-        monkeypatch.setattr(big, "settings", dataclasses.replace(big.settings, search=search))
+        monkeypatch.setattr(
+            big.retrieval, "settings", dataclasses.replace(big.settings, search=search)
+        )
         for query in QUERIES:
             for flt in FILTERS:
                 monkeypatch.setattr(postings, "DEFAULT", FTS5)
-                fts = big._lexical_ids(query, flt, 50)
+                fts = big.retrieval._lexical_ids(query, flt, 50)
                 monkeypatch.setattr(postings, "DEFAULT", CACHED)
-                assert big._lexical_ids(query, flt, 50) == fts, (weight, query, flt)
+                assert big.retrieval._lexical_ids(query, flt, 50) == fts, (weight, query, flt)
                 assert fts == [d for d, _ in _fts5(conn, query, flt, 50, weight)]
     assert {"deploi", "canari", "rollback"} <= set(_terms(conn))
 

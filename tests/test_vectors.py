@@ -13,7 +13,6 @@ from memdir.errors import InvalidQuery, MissingExtra, ModelMismatch, ProviderErr
 from memdir.files.store import Store
 from memdir.index.passages import passage, turn_text
 from memdir.providers.plugins import hookimpl
-from memdir.retrieval.verbs import RetrievalVerbs
 from memdir.service import Memory
 from memdir.vectors import embedder as emb
 
@@ -80,7 +79,6 @@ class ToyPlugin:
 
 
 Mem = Memory
-assert issubclass(Memory, RetrievalVerbs)
 
 
 def _open(root: Path, provider: str = "letters") -> Mem:
@@ -166,7 +164,7 @@ def test_auto_search_keeps_to_keywords_when_the_embedder_fails_later(toy: None, 
         again = mem.search("lake laps", limit=3)
         assert again[0].why["mode"] == "bm25" and "tried again in" in again[0].why["fallback"]
         assert mem.search_mode("auto")[0] == "bm25" and not CALLS
-        mem._embedder_failed = (0.0, "expired")  # the retry period is over
+        mem.retrieval._embedder_failed = (0.0, "expired")  # the retry period is over
         assert mem.search("lake laps", limit=3)[0].why["mode"] == "hybrid" and CALLS
     finally:
         Flaky.down = False

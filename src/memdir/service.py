@@ -32,14 +32,17 @@ from .index.dag import DagNode
 from .index.search import Filters, Hit, bm25
 from .kiwi import gojson
 from .kiwi import report as coverage
-from .retrieval.verbs import RetrievalVerbs
+from .retrieval.verbs import Progress, Retrieval
 from .settings import Settings
 from .settings import load as load_settings
 from .turns.verbs import TurnLog
 
 if TYPE_CHECKING:
     from .engine.program import Program
+    from .retrieval.rerank import Reranker
     from .turns.pack import ContextPack
+    from .vectors.embedder import Embedder
+    from .vectors.index import VectorIndex, VectorSyncStats
 
 
 @dataclass(frozen=True)
@@ -762,7 +765,7 @@ def _merge_key(item: Mapping[str, Any]) -> str | None:
     return None
 
 
-class Memory(RetrievalVerbs, StoreVerbs):
+class Memory(StoreVerbs):
     """A memdir store opened for use. Create with :meth:`Memory.open`.
 
     >>> mem = Memory.open("/path/to/store")          # doctest: +SKIP
@@ -777,7 +780,10 @@ class Memory(RetrievalVerbs, StoreVerbs):
         self._last_sync = 0.0
         self._sync_held = False
         self._watcher = None
-        self.turns = TurnLog(store, index, settings, sync=self.sync, after_record=self._embed_turn)
+        self.retrieval = Retrieval(store, index, settings, docs=self)
+        self.turns = TurnLog(
+            store, index, settings, sync=self.sync, after_record=self.retrieval.after_turn
+        )
         self.engine = KnowledgeEngine(
             store,
             index,
@@ -785,6 +791,7 @@ class Memory(RetrievalVerbs, StoreVerbs):
             sync=self.sync,
             synced=self.synced,
             keyword_search=self.keyword_search,
+            search=self.search,
         )
         if store.crashed:  # a writer died: what it renamed into place may be unindexed
             index.sync()
@@ -992,3 +999,72 @@ class Memory(RetrievalVerbs, StoreVerbs):
     def reflect(self, *, now: datetime | None = None) -> dict[str, Any]:
         """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
         return self.engine.reflect(now=now)
+
+    def forget(
+        self,
+        path: str,
+        *,
+        reason: str | None = None,
+        purge: bool = False,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Supersede a document (kept, hidden from retrieval) or purge it entirely; a purge
+        also drops its chunks, vectors and passages and scrubs the index files of its bytes."""
+        result = super().forget(path, reason=reason, purge=purge, actor=actor)
+        self.retrieval.after_forget(purge=purge)
+        return result
+
+    # -- retrieval (memdir.retrieval.verbs.Retrieval) ------------------------------
+
+    def embedder(self) -> Embedder:
+        """The configured embedder (raises MissingExtra when its packages are absent)."""
+        return self.retrieval.embedder()
+
+    def vector_index(self) -> VectorIndex:
+        """The vector index for the configured embedder, kept for the life of this object."""
+        return self.retrieval.vector_index()
+
+    def embed(self, *, progress: Progress | None = None, rebuild: bool = False) -> VectorSyncStats:
+        """Embed what has no vectors yet; ``rebuild`` drops all vectors first (model switch)."""
+        return self.retrieval.embed(progress=progress, rebuild=rebuild)
+
+    def search_mode(self, mode: str | None = None) -> tuple[str, str | None]:
+        """The mode a search will run in and, when it falls back to bm25, why."""
+        return self.retrieval.search_mode(mode)
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        path_prefix: str | None = None,
+        kind: str | None = None,
+        type: str | None = None,
+        where: Iterable[str] | Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
+        mode: str | None = None,
+        progress: Progress | None = None,
+        include_worklog: bool = False,
+    ) -> list[Hit]:
+        """Search the store; returns pointers with ``why`` (rank per signal), never bodies.
+
+        ``mode`` is ``bm25``, ``vector``, ``hybrid`` or ``auto`` (hybrid when the
+        embedding extra is installed and the store's vectors match the configured
+        model, bm25 otherwise; see :meth:`search_mode` for the reason).
+        """
+        return self.retrieval.search(
+            query,
+            limit=limit,
+            path_prefix=path_prefix,
+            kind=kind,
+            type=type,
+            where=where,
+            include_superseded=include_superseded,
+            mode=mode,
+            progress=progress,
+            include_worklog=include_worklog,
+        )
+
+    def reranker(self) -> Reranker | None:
+        """The configured reranker, or None when ``[rerank] provider`` is empty."""
+        return self.retrieval.reranker()

@@ -58,7 +58,8 @@ class KnowledgeEngine:
 
     Built once by :meth:`memdir.Memory.open` and handed the store, its index and settings,
     and three callables of the store's reading side: ``sync`` (bring the index in step),
-    ``synced`` (one sync held for a whole verb) and ``keyword_search`` (BM25 pointers).
+    ``synced`` (one sync held for a whole verb), ``keyword_search`` (BM25 pointers) and
+    ``search`` (the store's own search, hybrid when vectors can be used).
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class KnowledgeEngine:
         sync: Callable[..., object],
         synced: Callable[[], AbstractContextManager[Any]],
         keyword_search: Callable[..., Any],
+        search: Callable[..., list[Any]],
     ) -> None:
         self.store = store
         self.index = index
@@ -77,6 +79,7 @@ class KnowledgeEngine:
         self.sync = sync
         self.synced = synced
         self.keyword_search = keyword_search
+        self.search = search
 
     # -- program and harness -------------------------------------------------------------
 
@@ -451,10 +454,7 @@ class KnowledgeEngine:
 
     def _recall(self, question: str) -> querying.Recall:
         def search(q: str, limit: int) -> list[Any]:
-            finder = getattr(self, "search", None)
-            if finder is None:
-                return []
-            hits: list[Any] = finder(q, limit=limit, path_prefix="wiki/")
+            hits: list[Any] = self.search(q, limit=limit, path_prefix="wiki/")
             # A nearest neighbour always exists; tier 2 keeps only hits the words support
             # or whose meaning is close enough (MiniLM cosine), so "nothing found" stays true.
             return [h for h in hits if _supported(getattr(h, "why", {}) or {})]

@@ -18,7 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ..doc.text import lone_surrogate
 from ..errors import (
@@ -95,52 +95,60 @@ def _background() -> ThreadPoolExecutor:
         return _pool
 
 
-class RetrievalVerbs:
-    """Search verbs (uses ``store``, ``index``, ``settings``, ``sync``)."""
+class DocumentSide(Protocol):
+    """What retrieval asks of the document side of a store (:class:`memdir.Memory`)."""
 
-    store: Store
-    index: Index
-    settings: Settings
-    _embedder_failed: tuple[float, str] | None = None  # (retry after, why), see RETRY_SECONDS
+    def sync(self, *, force: bool = False) -> Any: ...
 
-    if TYPE_CHECKING:  # provided by StoreVerbs in Memory
+    def synced(self) -> AbstractContextManager[SyncStats]: ...
 
-        def sync(self, *, force: bool = False) -> Any: ...
+    def keyword_search(
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
+    ) -> list[Hit]: ...
 
-        def synced(self) -> AbstractContextManager[SyncStats]: ...
-
-        def keyword_search(
-            self, query: str, *, limit: int | None = None, filters: Filters | None = None
-        ) -> list[Hit]: ...
-
-        def filters(self, **kwargs: Any) -> Filters: ...
-
-        def _limit(self, limit: int | None) -> int: ...
-
-        def _leading_out(self, flt: Filters) -> Filters: ...
-
-        def _leaks(self, rels: list[str], flt: Filters) -> set[str]: ...
-
-        def search_worklogs(  # provided by Memory (its TurnLog)
-            self, query: str, *, limit: int | None = None, filters: Filters | None = None
-        ) -> list[Hit]: ...
-
-    def forget(
+    def filters(
         self,
-        path: str,
         *,
-        reason: str | None = None,
-        purge: bool = False,
-        actor: str | None = None,
-    ) -> dict[str, Any]:
-        """Supersede or purge a document; a purge also drops its chunks, vectors and passages,
+        path_prefix: str | None = None,
+        kind: str | None = None,
+        type: str | None = None,
+        where: Iterable[str] | Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
+    ) -> Filters: ...
+
+    def _limit(self, limit: int | None) -> int: ...
+
+    def _leading_out(self, flt: Filters) -> Filters: ...
+
+    def _leaks(self, rels: list[str], flt: Filters) -> set[str]: ...
+
+    def search_worklogs(
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
+    ) -> list[Hit]: ...
+
+
+class Retrieval:
+    """Search of one store: BM25, vectors, hybrid fusion, reranking, and the vector index.
+
+    Built once by :meth:`memdir.Memory.open` with the store, its index and settings, and
+    ``docs``, the document side it reads through (sync, filters, BM25, work logs).
+    """
+
+    def __init__(self, store: Store, index: Index, settings: Settings, docs: DocumentSide) -> None:
+        self.store = store
+        self.index = index
+        self.settings = settings
+        self.docs = docs
+        self._embedder_failed: tuple[float, str] | None = None  # (retry after, why)
+        self._vector_index: VectorIndex | None = None
+        self._users_cache: tuple[int, list[str]] | None = None
+
+    def after_forget(self, *, purge: bool) -> None:
+        """After a document is forgotten: a purge also drops its chunks, vectors and passages,
         and scrubs the index files of its bytes (:meth:`memdir.index.Index.scrub`).
 
         (Superseding hides the document at once; its vectors go at the next vector sync.)
         """
-        result: dict[str, Any] = super().forget(  # type: ignore[misc]
-            path, reason=reason, purge=purge, actor=actor
-        )
         if purge:
             from ..vectors.index import drop_unindexed
 
@@ -148,7 +156,6 @@ class RetrievalVerbs:
                 drop_unindexed(conn)
             # No byte of it stays in the index: FTS segments, free pages, the WAL.
             self.index.scrub()
-        return result
 
     # -- the vector index --------------------------------------------------------------
 
@@ -160,7 +167,7 @@ class RetrievalVerbs:
 
     def vector_index(self) -> VectorIndex:
         """The vector index for the configured embedder, kept for the life of this object."""
-        cached: VectorIndex | None = getattr(self, "_vector_index", None)
+        cached = self._vector_index
         embedder = self.embedder()
         if cached is None or cached.embedder is not embedder or cached.index is not self.index:
             from ..vectors.index import VectorIndex
@@ -178,7 +185,7 @@ class RetrievalVerbs:
 
     def embed(self, *, progress: Progress | None = None, rebuild: bool = False) -> VectorSyncStats:
         """Embed what has no vectors yet; ``rebuild`` drops all vectors first (model switch)."""
-        self.sync()
+        self.docs.sync()
         vectors = self.vector_index()
         if rebuild:
             vectors.clear()
@@ -206,7 +213,7 @@ class RetrievalVerbs:
             except ProviderError as exc:
                 return "bm25", self._note_embedder_down(exc)
             # Embedding a large backlog inline would stall a search for minutes or hours.
-            self.sync()
+            self.docs.sync()
             pending, size = self.vector_index().pending()
             allowed = self.settings.embeddings.inline_limit
             if not self._inline_backlog(pending, size):
@@ -223,7 +230,7 @@ class RetrievalVerbs:
         self.vector_index().check_model()
         return wanted, None
 
-    def _embed_turn(self) -> None:
+    def after_turn(self) -> None:
         """Embed a recorded turn now, in a process that already searches by meaning.
 
         A long-lived process (a server, an agent's session) that loaded the vector index
@@ -233,7 +240,7 @@ class RetrievalVerbs:
         model), when embeddings are off or failing, or when more is waiting than a search
         would embed inline; a search embeds what is left.
         """
-        cached: VectorIndex | None = getattr(self, "_vector_index", None)
+        cached = self._vector_index
         if cached is None or cached.index is not self.index:
             return
         if not self.settings.embeddings.enabled or self._embedder_down() is not None:
@@ -291,7 +298,7 @@ class RetrievalVerbs:
         embedding extra is installed and the store's vectors match the configured
         model, bm25 otherwise; see :meth:`search_mode` for the reason).
         """
-        flt = self.filters(
+        flt = self.docs.filters(
             path_prefix=path_prefix,
             kind=kind,
             type=type,
@@ -299,17 +306,17 @@ class RetrievalVerbs:
             include_superseded=include_superseded,
         )
         hits = self._search(query, flt, limit, mode, progress)
-        if self._leaks([hit.path for hit in hits], flt):
+        if self.docs._leaks([hit.path for hit in hits], flt):
             # A symlink under the prefix shows a file outside it: rank again without every
             # such path, so the limit is still filled (and check again: the index may lag).
-            flt = self._leading_out(flt)
+            flt = self.docs._leading_out(flt)
             hits = self._search(query, flt, limit, mode, progress)
-            leaks = self._leaks([hit.path for hit in hits], flt)
+            leaks = self.docs._leaks([hit.path for hit in hits], flt)
             hits = [hit for hit in hits if hit.path not in leaks]
         if include_worklog:
             # After the documents, by their own BM25 score (the interfaces all list them so).
-            logs = self.search_worklogs(query, limit=self._limit(limit), filters=flt)
-            leaks = self._leaks([hit.path for hit in logs], flt)
+            logs = self.docs.search_worklogs(query, limit=self.docs._limit(limit), filters=flt)
+            leaks = self.docs._leaks([hit.path for hit in logs], flt)
             hits += [hit for hit in logs if hit.path not in leaks]
         return hits
 
@@ -322,7 +329,7 @@ class RetrievalVerbs:
         progress: Progress | None,
     ) -> list[Hit]:
         """One ranking under ``flt``, in the mode asked for (see :meth:`search`)."""
-        size = self._limit(limit)
+        size = self.docs._limit(limit)
         if not words(query):
             raise InvalidQuery("the query has no searchable words")
         if lone_surrogate(query) is not None:
@@ -330,7 +337,7 @@ class RetrievalVerbs:
         reranker = self.reranker()
         want = size if reranker is None else max(size, self.settings.rerank.depth)
         auto = (mode or self.settings.search.mode or "auto").strip().lower() == "auto"
-        with self.synced():  # one walk of the files for the whole search
+        with self.docs.synced():  # one walk of the files for the whole search
             effective, note = self.search_mode(mode)
             fallback = note  # why a search that was asked for `auto` keeps to keywords
             if effective != "bm25":
@@ -348,7 +355,7 @@ class RetrievalVerbs:
                         raise
                     effective, fallback = "bm25", self._note_embedder_down(exc)
             if effective == "bm25":
-                hits = self.keyword_search(query, limit=want, filters=flt)
+                hits = self.docs.keyword_search(query, limit=want, filters=flt)
                 for hit in hits:
                     hit.why.setdefault("mode", "bm25")
                     if fallback:
@@ -599,7 +606,7 @@ class RetrievalVerbs:
     def _users(self) -> list[str]:
         """The users of the visible documents (turn speakers), cached per index generation."""
         generation = self.index.generation
-        cached: tuple[int, list[str]] | None = getattr(self, "_users_cache", None)
+        cached = self._users_cache
         if cached is not None and cached[0] == generation:
             return cached[1]
         users = [
