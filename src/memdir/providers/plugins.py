@@ -38,6 +38,7 @@ class Specs:
 
 _DEFAULT_PLUGIN_MODULES: list[str] = [
     "memdir.vectors.embedder",
+    "memdir.vectors.remote",
     "memdir.retrieval.rerank",
     "memdir.turns.compaction",
 ]

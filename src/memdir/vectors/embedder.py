@@ -382,18 +382,11 @@ def cache_dir(setting: str) -> Path | None:
         return None
 
 
-def _openai_factory(settings: EmbeddingsSettings) -> Embedder:
-    # Imported here: httpx is needed only when this provider is configured.
-    from .remote import OpenAIEmbedder
-
-    return OpenAIEmbedder(settings)
-
-
 @hookimpl
 def register_embedders(register: Callable[[str, Callable[..., Any]], None]) -> None:
-    """The built-in embedders: ``minilm`` (offline, the default) and ``openai`` (a server)."""
+    """The offline built-in embedder, ``minilm`` (the default); ``openai`` is in
+    :mod:`.remote`, which registers itself."""
     register("minilm", _minilm_factory)
-    register("openai", _openai_factory)
 
 
 def get_embedder(settings: EmbeddingsSettings) -> Embedder:
