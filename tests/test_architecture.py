@@ -87,3 +87,11 @@ def test_the_embedders_do_not_import_each_other() -> None:
     # vectors/remote.py builds on vectors/embedder.py and registers itself as a plugin.
     assert "vectors.remote" not in _modules_named(SRC / "vectors" / "embedder.py")
     assert "vectors.embedder" in _modules_named(SRC / "vectors" / "remote.py")
+
+
+def test_providers_import_none_of_the_concerns_that_register_into_them() -> None:
+    # The built-in plugin modules are named as strings and imported by pluggy, so this
+    # package sits below vectors/, turns/, retrieval/ and engine/, not beside them.
+    for path in (SRC / "providers").rglob("*.py"):
+        internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
+        assert internal <= {"errors", "providers", "__version__"}, (str(path), internal)

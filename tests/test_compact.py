@@ -10,6 +10,7 @@ import pytest
 
 from http_server import ServiceHandler, fake_service
 from memdir import __version__
+from memdir.errors import ConfigError
 from memdir.settings import Settings
 from memdir.turns.compaction import DefaultCompactor, compact_worklog
 
@@ -53,12 +54,10 @@ def test_default_without_tools_uses_output() -> None:
     assert "No tool calls." in text and "Result: hello there" in text
 
 
-def test_unknown_compactor_falls_back_and_says_why() -> None:
+def test_unknown_compactor_is_an_error_not_a_fallback() -> None:
     s = Settings().replace(turns={"compactor": "nope"})
-    out = compact_worklog(LOG, input="x", output="y", settings=s)
-    assert out.compactor == "default"
-    assert out.error is not None and "unknown compactor 'nope'" in out.error
-    assert "Tools (4 calls)" in out.text
+    with pytest.raises(ConfigError, match=r"unknown compactor 'nope'.*registered: default, llm"):
+        compact_worklog(LOG, input="x", output="y", settings=s)
 
 
 class _Handler(ServiceHandler):

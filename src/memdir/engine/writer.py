@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..doc import frontmatter
-from ..errors import InvalidInput, ProviderError
+from ..errors import ProviderError
 from ..providers.openai import OpenAIClient
 from ..providers.plugins import hookimpl
 from . import okf
@@ -327,22 +327,3 @@ class ModelWriter:
 def register_writers(register: Callable[[str, Callable[..., Any]], None]) -> None:
     register(EXTRACTIVE, ExtractiveWriter)
     register(MODEL, ModelWriter)
-
-
-def make_writer(settings: Any) -> Writer:
-    """The writer named by ``[engine] writer`` (InvalidInput when none has that name)."""
-    import sys
-
-    from ..providers.plugins import manager, providers
-
-    pm = manager()
-    if not pm.has_plugin(__name__):
-        pm.register(sys.modules[__name__], name=__name__)
-    found = providers("writers")
-    name = settings.engine.writer
-    if name not in found:
-        raise InvalidInput(
-            f"unknown writer '{name}' (registered: {', '.join(sorted(found)) or 'none'})"
-        )
-    writer: Writer = found[name](settings)
-    return writer

@@ -113,7 +113,7 @@ def get_reranker(settings: RerankSettings) -> Reranker | None:
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        reranker: Reranker = build("rerankers", name, settings, Reranker, "rerank provider")
+        reranker: Reranker = build("reranker", name, settings, Reranker)
         _cache[key] = reranker
         return reranker
 

@@ -17,7 +17,8 @@ Built in:
 
 :func:`compact_worklog` runs the configured compactor; when it fails, the
 default is used and the failure is returned in :attr:`Compaction.error`, which
-the turn record keeps in its frontmatter (``compact_error``).
+the turn record keeps in its frontmatter (``compact_error``). A compactor name that
+nothing registered is a :class:`~memdir.errors.ConfigError`, not a fallback.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ProviderError
+from ..providers import plugins
 from ..providers.openai import OpenAIClient
-from ..providers.plugins import hookimpl, providers
+from ..providers.plugins import hookimpl
 from ..settings import Settings
 
 Entry = Mapping[str, Any]
@@ -317,23 +319,20 @@ def compact_worklog(
     default = DefaultCompactor()
     error: str | None = None
     if name != "default":
-        found: dict[str, Callable[..., Any]] = {"default": _default_factory, "llm": LLMCompactor}
-        found.update(providers("compactors"))
-        factory = found.get(name)
-        if factory is None:
-            error = f"unknown compactor {name!r}"
-        else:
-            try:
-                chosen: Compactor = factory(settings)
-                text = _fit(
-                    _sanitize(chosen.compact(entries, input=input, output=output, max_chars=limit)),
-                    limit,
-                )
-                if text:
-                    return Compaction(text, chosen.name)
-                error = f"compactor {name!r} returned nothing"
-            except Exception as exc:  # a plugin boundary: any failure falls back
-                error = f"{name}: {exc}" if str(exc) else f"{name}: {type(exc).__name__}"
+        # An unknown name is a configuration error, raised before anything is written; a
+        # compactor that exists but fails falls back to the default below.
+        factory = plugins.factory("compactor", name)
+        try:
+            chosen: Compactor = factory(settings)
+            text = _fit(
+                _sanitize(chosen.compact(entries, input=input, output=output, max_chars=limit)),
+                limit,
+            )
+            if text:
+                return Compaction(text, chosen.name)
+            error = f"compactor {name!r} returned nothing"
+        except Exception as exc:  # a plugin boundary: any failure falls back
+            error = f"{name}: {exc}" if str(exc) else f"{name}: {type(exc).__name__}"
     text = _fit(
         _sanitize(default.compact(entries, input=input, output=output, max_chars=limit)), limit
     )

@@ -407,9 +407,7 @@ def get_embedder(settings: EmbeddingsSettings) -> Embedder:
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        embedder: Embedder = build(
-            "embedders", settings.provider, settings, Embedder, "embeddings provider"
-        )
+        embedder: Embedder = build("embedder", settings.provider, settings, Embedder)
         if not embedder.model_id or embedder.dim <= 0:
             raise ProviderError(f"embeddings provider {settings.provider!r} has no model id/dim")
         _cache[key] = embedder
