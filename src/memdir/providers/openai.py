@@ -145,7 +145,10 @@ class OpenAIClient:
             except self._httpx.TimeoutException as exc:
                 raise self._timeout(url, exc) from None
             except self._httpx.TransportError as exc:
-                if attempt < RETRIES:
+                # A refused, reset or dropped connection may work a moment later; a URL
+                # httpx cannot use (no scheme, say) never will.
+                transient = (self._httpx.NetworkError, self._httpx.RemoteProtocolError)
+                if isinstance(exc, transient) and attempt < RETRIES:
                     attempt += 1
                     time.sleep(wait)
                     continue
