@@ -61,3 +61,37 @@ def test_below_the_adapters_nothing_imports_an_adapter() -> None:
             continue
         internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
         assert not internal & ADAPTERS, (str(path), internal & ADAPTERS)
+
+
+def _modules_named(path: Path) -> set[str]:
+    """Every module a file imports by name, anywhere in it (functions too), as dotted
+    paths relative to ``memdir`` ("vectors.remote"); ``from . import x`` counts as ``x``."""
+    package = list(path.relative_to(SRC).parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+            elif node.module and node.module.startswith("memdir"):
+                base = []
+            else:
+                continue
+            module = (node.module or "").removeprefix("memdir").lstrip(".")
+            parts = base + (module.split(".") if module else [])
+            found.add(".".join(parts))
+            found.update(".".join([*parts, alias.name]) for alias in node.names)
+    return found
+
+
+def test_the_embedders_do_not_import_each_other() -> None:
+    # vectors/remote.py builds on vectors/embedder.py and registers itself as a plugin.
+    assert "vectors.remote" not in _modules_named(SRC / "vectors" / "embedder.py")
+    assert "vectors.embedder" in _modules_named(SRC / "vectors" / "remote.py")
+
+
+def test_providers_import_none_of_the_concerns_that_register_into_them() -> None:
+    # The built-in plugin modules are named as strings and imported by pluggy, so this
+    # package sits below vectors/, turns/, retrieval/ and engine/, not beside them.
+    for path in (SRC / "providers").rglob("*.py"):
+        internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
+        assert internal <= {"errors", "providers", "__version__"}, (str(path), internal)

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from http_server import ServiceHandler, fake_service
+from memdir import __version__
+from memdir.errors import ConfigError
 from memdir.settings import Settings
 from memdir.turns.compaction import DefaultCompactor, compact_worklog
 
@@ -52,23 +54,31 @@ def test_default_without_tools_uses_output() -> None:
     assert "No tool calls." in text and "Result: hello there" in text
 
 
-def test_unknown_compactor_falls_back_and_says_why() -> None:
+def test_unknown_compactor_is_an_error_not_a_fallback() -> None:
     s = Settings().replace(turns={"compactor": "nope"})
-    out = compact_worklog(LOG, input="x", output="y", settings=s)
-    assert out.compactor == "default"
-    assert out.error is not None and "unknown compactor 'nope'" in out.error
-    assert "Tools (4 calls)" in out.text
+    with pytest.raises(ConfigError, match=r"unknown compactor 'nope'.*registered: default, llm"):
+        compact_worklog(LOG, input="x", output="y", settings=s)
 
 
 class _Handler(ServiceHandler):
     reply: dict[str, Any] | None = None
     seen: list[dict[str, Any]] = []
+    busy = 0  # answers this many requests with 503 first
 
     def do_POST(self) -> None:
         body = self.read_json()
         type(self).seen.append(
-            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+            {
+                "path": self.path,
+                "body": body,
+                "auth": self.headers.get("Authorization"),
+                "agent": self.headers.get("User-Agent"),
+            }
         )
+        if self.busy:
+            type(self).busy -= 1
+            self.send_bytes(b"overloaded", 503)
+            return
         if self.reply is None:
             self.send_bytes(b"", 500)
             return
@@ -77,7 +87,7 @@ class _Handler(ServiceHandler):
 
 @pytest.fixture
 def endpoint() -> Iterator[tuple[str, type[_Handler]]]:
-    handler = type("H", (_Handler,), {"reply": None, "seen": []})
+    handler = type("H", (_Handler,), {"reply": None, "seen": [], "busy": 0})
     with fake_service(handler) as url:
         yield f"{url}/v1", handler
 
@@ -118,8 +128,21 @@ def test_llm_failure_falls_back_and_is_recorded(endpoint: tuple[str, type[_Handl
     handler.reply = None  # the endpoint answers 500
     out = compact_worklog(LOG, input="x", output="y", settings=_llm_settings(url))
     assert out.compactor == "default"
-    assert out.error is not None and out.error.startswith("llm: llm compactor: HTTPStatusError")
+    assert out.error is not None and out.error.startswith("llm: llm compactor: POST ")
+    assert "/v1/chat/completions answered HTTP 500" in out.error
     assert "Tools (4 calls)" in out.text
+
+
+def test_llm_compactor_goes_through_the_shared_client(
+    endpoint: tuple[str, type[_Handler]],
+) -> None:
+    url, handler = endpoint
+    handler.reply = {"choices": [{"message": {"content": "Ran grep."}}]}
+    handler.busy = 1  # one 503: asked again, and the second answer is the summary
+    out = compact_worklog(LOG, input="x", output="y", settings=_llm_settings(url))
+    assert out.compactor == "llm" and out.error is None and out.text == "Ran grep."
+    assert len(handler.seen) == 2
+    assert {s["agent"] for s in handler.seen} == {f"memdir/{__version__}"}
 
 
 def test_llm_unconfigured_falls_back() -> None:

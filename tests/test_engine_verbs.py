@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from http_server import ServiceHandler, fake_service
+from memdir import __version__
 from memdir.doc import frontmatter
 from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput, InvalidQuery
 from memdir.files.store import Store
@@ -278,12 +279,19 @@ def test_episode_add_reflect_lessons_and_snapshot(eng: Memory) -> None:
 class ChatHandler(ServiceHandler):
     reply: dict[str, Any] = {}
     delay = 0.0
+    busy = 0  # answers this many requests with 503 first
+    agents: list[str | None] = []
 
     def do_POST(self) -> None:
         import time
 
         body = self.read_json()
         assert body["messages"][0]["role"] == "system"
+        ChatHandler.agents.append(self.headers.get("User-Agent"))
+        if ChatHandler.busy:
+            ChatHandler.busy -= 1
+            self.send_bytes(b"overloaded", 503)
+            return
         time.sleep(self.delay)
         message = {"role": "assistant", "content": json.dumps(self.reply)}
         self.send_json({"choices": [{"message": message}]})
@@ -324,6 +332,32 @@ def test_model_writer_against_a_local_chat_server(tmp_path: Path, delay: float) 
         assert fm["generated"]["by"] == "memdir/extractive"
         assert any("fallback to extractive" in n and "timed out" in n for n in result["notes"])
         assert "fallbacks=1" in (root / ".memdir/runs.tsv").read_text()
+
+
+def test_model_writer_goes_through_the_shared_client(tmp_path: Path) -> None:
+    ChatHandler.reply = {
+        "title": "Starter feeding",
+        "key_points": [{"text": "Feed the starter daily.", "sources": ["x"]}],
+    }
+    ChatHandler.delay, ChatHandler.busy, ChatHandler.agents = 0.0, 1, []
+    with fake_service(ChatHandler) as url:
+        root = Store.init(tmp_path / "store")
+        mem = Memory.open(
+            root,
+            overrides={
+                "engine": {"writer": "openai"},
+                "llm": {"base_url": f"{url}/v1", "model": "test-model"},
+            },
+        )
+        mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast")
+        mem.ingest([("bread.md", BREAD)])
+        result = mem.consolidate()
+        mem.close()
+    # One 503, asked again: the model's draft, not the fallback.
+    [path] = result["articles"]
+    fm = frontmatter.parse((root / path).read_text()).fm
+    assert fm["generated"]["by"] == "model/test-model" and fm["title"] == "Starter feeding"
+    assert ChatHandler.agents == [f"memdir/{__version__}"] * 2
 
 
 def test_demo_meets_its_targets(tmp_path: Path) -> None:

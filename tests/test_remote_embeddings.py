@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from http_server import ServiceHandler, fake_service, free_port
+from memdir import __version__
 from memdir.errors import MissingExtra, ModelMismatch, ProviderError
 from memdir.files.store import Store
 from memdir.service import Memory
@@ -41,8 +42,9 @@ class Fake:
     """What the fake service answers, and what it was sent."""
 
     url: str = ""
-    #: "ok", "500", "garbage", "echo-key", "short" (one row too few), "ragged" (sizes
-    #: differ within an answer), "wide" (30 dimensions: as if the model changed)
+    #: "ok", "500", "503-once" (busy, then "ok"), "garbage", "echo-key", "short" (one row
+    #: too few), "ragged" (sizes differ within an answer), "wide" (30 dimensions: as if the
+    #: model changed)
     mode: str = "ok"
     seen: list[dict[str, Any]] = field(default_factory=list)
 
@@ -55,8 +57,17 @@ def _handler(fake: Fake) -> type[ServiceHandler]:
         def do_POST(self) -> None:
             body = self.read_json()
             fake.seen.append(
-                {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                {
+                    "path": self.path,
+                    "body": body,
+                    "auth": self.headers.get("Authorization"),
+                    "agent": self.headers.get("User-Agent"),
+                }
             )
+            if fake.mode == "503-once":
+                fake.mode = "ok"
+                self.send_bytes(b"loading the model", 503)
+                return
             if fake.mode == "500":
                 self.send_bytes(b"model crashed: out of memory", 500)
                 return
@@ -205,6 +216,14 @@ def test_bad_answers_are_provider_errors(fake: Fake, mode: str, message: str) ->
     with pytest.raises(ProviderError, match=message) as err:
         embedder.embed(["first text", "second text"])
     assert "embeddings provider 'openai'" in str(err.value) and "/v1/embeddings" in str(err.value)
+
+
+def test_requests_go_through_the_shared_client(fake: Fake) -> None:
+    fake.mode = "503-once"  # the server is still loading its model: asked again
+    embedder = OpenAIEmbedder(_settings(fake.url))
+    assert embedder.dim == 26
+    assert fake.inputs() == [["memory"], ["memory"]]
+    assert {r["agent"] for r in fake.seen} == {f"memdir/{__version__}"}
 
 
 def test_a_dimension_that_changes_is_refused(fake: Fake) -> None:

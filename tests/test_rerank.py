@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from http_server import ServiceHandler, fake_service, free_port
+from memdir import __version__
 from memdir.errors import ConfigError, ProviderError
 from memdir.files.store import Store
 from memdir.providers.plugins import hookimpl, manager
@@ -188,12 +189,22 @@ class _Service(ServiceHandler):
     seen: list[dict[str, Any]] = []
     status = 200
     garbage = False
+    busy = 0  # answers this many requests with 503 first
 
     def do_POST(self) -> None:
         body = self.read_json()
         type(self).seen.append(
-            {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+            {
+                "path": self.path,
+                "body": body,
+                "auth": self.headers.get("Authorization"),
+                "agent": self.headers.get("User-Agent"),
+            }
         )
+        if self.busy:
+            type(self).busy -= 1
+            self.send_bytes(b"overloaded", 503)
+            return
         scores = [doc.lower().split().count("tea") for doc in body["documents"]]
         results = sorted(
             ({"index": i, "relevance_score": s} for i, s in enumerate(scores)),
@@ -205,7 +216,7 @@ class _Service(ServiceHandler):
 
 @pytest.fixture
 def service() -> Iterator[tuple[str, type[_Service]]]:
-    handler = type("S", (_Service,), {"seen": [], "status": 200, "garbage": False})
+    handler = type("S", (_Service,), {"seen": [], "status": 200, "garbage": False, "busy": 0})
     with fake_service(handler) as url:
         yield f"{url}/v1", handler
 
@@ -240,6 +251,22 @@ def test_http_reranker_calls_the_rerank_endpoint(
     handler.status, handler.garbage = 200, True
     bad = mem.search("morning", mode="bm25", path_prefix="notes/")
     assert "malformed answer" in bad[0].why["rerank_error"]
+    mem.close()
+
+
+def test_http_reranker_goes_through_the_shared_client(
+    service: tuple[str, type[_Service]], root: Path
+) -> None:
+    url, handler = service
+    rerank.clear_cache()
+    mem = _open(root, provider="http", base_url=url, model="m")
+    _seed(mem)
+    handler.busy = 1  # one 503: asked again, and the second answer is used
+    hits = mem.search("morning", mode="bm25", path_prefix="notes/")
+    assert _paths(hits)[:2] == ["notes/c.md", "notes/d.md"]
+    assert "rerank_error" not in hits[0].why
+    assert len(handler.seen) == 2
+    assert {s["agent"] for s in handler.seen} == {f"memdir/{__version__}"}
     mem.close()
 
 

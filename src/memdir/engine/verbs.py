@@ -14,6 +14,7 @@ from ..doc.ids import new_id
 from ..doc.text import actor_name, lone_surrogate, one_line, read_utf8
 from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..index.search import query_words
+from ..providers import plugins
 from ..settings import pin_harness, pinned_harness
 
 if TYPE_CHECKING:
@@ -283,7 +284,9 @@ class KnowledgeEngine:
                     outcome.bundles.add(request.bundle)
                 writer_name = "agent"
             else:
-                writer = writing.make_writer(self.settings)
+                writer: writing.Writer = plugins.build(
+                    "writer", self.settings.engine.writer, self.settings
+                )
                 writer_name = writer.name
                 outcome = consolidating.run(
                     batch, root, prog, h, writer, actor=who, limit=limit, recall=recall

@@ -10,7 +10,6 @@ the same article shape, which is then checked against the harness. Writers are p
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..doc import frontmatter
-from ..errors import InvalidInput, ProviderError
+from ..errors import ProviderError
+from ..providers.openai import OpenAIClient
 from ..providers.plugins import hookimpl
 from . import okf
 from .harness import Harness, validate_article
@@ -253,18 +253,8 @@ class ModelWriter:
         self.fallback = ExtractiveWriter(settings)
 
     def _ask(self, request: WriteRequest) -> Mapping[str, Any]:
-        try:
-            import httpx
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            from ..errors import MissingExtra
-
-            raise MissingExtra("the model writer needs the 'llm' extra (httpx)") from exc
         if not self.llm.base_url or not self.llm.model:
             raise ProviderError("[llm] base_url and model must be set for the model writer")
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.llm.api_key_env, "") if self.llm.api_key_env else ""
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
         budgets = request.budgets
         user = (
             f"Source id: {request.source.id}\nSource title: {request.source.title}\n"
@@ -275,27 +265,15 @@ class ModelWriter:
             user += "\n\nLessons and past experience to respect:\n" + "\n".join(
                 f"- {line}" for line in request.recall
             )
-        payload = {
-            "model": self.llm.model,
-            "temperature": 0,
-            "messages": [
-                {"role": "system", "content": _SYSTEM},
-                {"role": "user", "content": user},
-            ],
-        }
-        url = self.llm.base_url.rstrip("/") + "/chat/completions"
-        try:
-            response = httpx.post(
-                url, json=payload, headers=headers, timeout=self.llm.timeout_seconds
-            )
-            response.raise_for_status()
-            content = response.json()["choices"][0]["message"]["content"]
-        except httpx.TimeoutException as exc:
-            raise ProviderError(
-                f"model writer timed out after {self.llm.timeout_seconds}s"
-            ) from exc
-        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ProviderError(f"model writer failed: {exc}") from exc
+        messages = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+        with OpenAIClient(
+            self.llm.base_url,
+            who="model writer",
+            section="llm",
+            timeout=self.llm.timeout_seconds,
+            api_key_env=self.llm.api_key_env,
+        ) as client:
+            content = client.chat(self.llm.model, messages)
         match = re.search(r"\{.*\}", str(content), re.S)
         try:
             data = json.loads(match.group(0) if match else str(content))
@@ -349,22 +327,3 @@ class ModelWriter:
 def register_writers(register: Callable[[str, Callable[..., Any]], None]) -> None:
     register(EXTRACTIVE, ExtractiveWriter)
     register(MODEL, ModelWriter)
-
-
-def make_writer(settings: Any) -> Writer:
-    """The writer named by ``[engine] writer`` (InvalidInput when none has that name)."""
-    import sys
-
-    from ..providers.plugins import manager, providers
-
-    pm = manager()
-    if not pm.has_plugin(__name__):
-        pm.register(sys.modules[__name__], name=__name__)
-    found = providers("writers")
-    name = settings.engine.writer
-    if name not in found:
-        raise InvalidInput(
-            f"unknown writer '{name}' (registered: {', '.join(sorted(found)) or 'none'})"
-        )
-    writer: Writer = found[name](settings)
-    return writer

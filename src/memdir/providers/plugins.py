@@ -8,6 +8,7 @@ fakes through the same manager, so there is no test-only branch in the code.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -36,10 +37,14 @@ class Specs:
         """Register article writer factories."""
 
 
+#: Modules of the built-in providers, imported when the manager is first made: named here
+#: as strings, so this package imports none of them (they import it to register).
 _DEFAULT_PLUGIN_MODULES: list[str] = [
     "memdir.vectors.embedder",
+    "memdir.vectors.remote",
     "memdir.retrieval.rerank",
     "memdir.turns.compaction",
+    "memdir.engine.writer",
 ]
 _manager: pluggy.PluginManager | None = None
 
@@ -76,20 +81,50 @@ def providers(hook: str) -> dict[str, Callable[..., Any]]:
     return found
 
 
-def build(hook: str, name: str, settings: Any, kind: type[object], label: str) -> Any:
-    """The provider ``name`` of ``hook``, made from ``settings``; it must be a ``kind``.
+@dataclass(frozen=True)
+class Kind:
+    """One kind of provider: the hook its plugins register through, its name in messages
+    and the setting that names the one to use."""
 
-    An unknown name is a :class:`~memdir.errors.ConfigError` listing what is registered;
-    a factory that returns something else is a :class:`~memdir.errors.ProviderError`.
-    ``label`` names the provider kind in messages ("embeddings provider").
+    hook: str
+    label: str
+    setting: str
+
+
+KINDS: dict[str, Kind] = {
+    "embedder": Kind("embedders", "embeddings provider", "embeddings.provider"),
+    "reranker": Kind("rerankers", "rerank provider", "rerank.provider"),
+    "compactor": Kind("compactors", "compactor", "turns.compactor"),
+    "writer": Kind("writers", "writer", "engine.writer"),
+}
+
+
+def factory(kind: str, name: str) -> Callable[..., Any]:
+    """The factory registered as ``name`` for ``kind`` ("embedder", "reranker", "compactor",
+    "writer"): the one way memdir looks a provider up.
+
+    A name nothing registered is a :class:`~memdir.errors.ConfigError` naming it, the
+    setting and what is registered; never a silent fallback to another provider.
     """
-    from ..errors import ConfigError, ProviderError
+    from ..errors import ConfigError
 
-    factories = providers(hook)
+    spec = KINDS[kind]
+    factories = providers(spec.hook)
     if name not in factories:
         known = ", ".join(sorted(factories)) or "none"
-        raise ConfigError(f"unknown {label} {name!r} (registered: {known})")
-    made = factories[name](settings)
-    if not isinstance(made, kind):
-        raise ProviderError(f"{label} {name!r} returned no {kind.__name__}")
+        raise ConfigError(f"unknown {spec.label} {name!r} in {spec.setting} (registered: {known})")
+    return factories[name]
+
+
+def build(kind: str, name: str, settings: Any, cls: type[object] | None = None) -> Any:
+    """The provider ``name`` of ``kind`` (see :func:`factory`), made from ``settings``.
+
+    With ``cls``, a factory that returns something else is a
+    :class:`~memdir.errors.ProviderError`.
+    """
+    from ..errors import ProviderError
+
+    made = factory(kind, name)(settings)
+    if cls is not None and not isinstance(made, cls):
+        raise ProviderError(f"{KINDS[kind].label} {name!r} returned no {cls.__name__}")
     return made

@@ -9,7 +9,8 @@ one.
 
 Providers register through the ``register_rerankers`` hook (``register(name, factory)``,
 ``factory(settings: RerankSettings) -> Reranker``). Built in: ``http``, for the rerank
-endpoint shape most local and hosted servers share::
+endpoint shape most local and hosted servers share, through the shared client
+(:class:`~memdir.providers.openai.OpenAIClient`: its timeout, retries and errors)::
 
     POST {base_url}/rerank
     {"model": ..., "query": ..., "documents": [...], "top_n": n}
@@ -18,13 +19,13 @@ endpoint shape most local and hosted servers share::
 
 from __future__ import annotations
 
-import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MissingExtra, ProviderError
+from ..errors import ProviderError
+from ..providers.openai import OpenAIClient
 from ..providers.plugins import hookimpl
 
 if TYPE_CHECKING:
@@ -49,36 +50,34 @@ class HTTPReranker(Reranker):
         if not settings.base_url or not settings.model:
             raise ProviderError("rerank provider 'http': set [rerank] base_url and model")
         self.settings = settings
+        self._client: OpenAIClient | None = None
+        self._lock = threading.Lock()
+
+    def client(self) -> OpenAIClient:
+        """The shared client, made at the first search (httpx is needed only then)."""
+        with self._lock:
+            if self._client is None:
+                cfg = self.settings
+                self._client = OpenAIClient(
+                    cfg.base_url,
+                    who="rerank provider 'http'",
+                    section="rerank",
+                    timeout=cfg.timeout_seconds,
+                    api_key_env=cfg.api_key_env,
+                )
+            return self._client
 
     def score(self, query: str, texts: Sequence[str]) -> Sequence[float]:
         if not texts:
             return []
-        try:
-            import httpx
-        except ImportError:
-            raise MissingExtra("the http reranker needs httpx: pip install 'memdir[llm]'") from None
-        cfg = self.settings
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        body = {"model": cfg.model, "query": query, "documents": list(texts), "top_n": len(texts)}
-        url = cfg.base_url.rstrip("/") + "/rerank"
-        try:
-            resp = httpx.post(url, json=body, headers=headers, timeout=cfg.timeout_seconds)
-        except httpx.HTTPError as exc:
-            raise ProviderError(f"rerank provider 'http': {type(exc).__name__}: {exc}") from exc
-        if resp.status_code >= 400:
-            raise ProviderError(
-                f"rerank provider 'http': HTTP {resp.status_code} from {url}: {resp.text[:200]!r}"
-            )
-        return _scores(resp, len(texts))
+        answer = self.client().rerank(self.settings.model, query, texts)
+        return _scores(answer, len(texts))
 
 
-def _scores(resp: Any, count: int) -> list[float]:
+def _scores(answer: Any, count: int) -> list[float]:
     """The scores of a ``/rerank`` answer, in the order of the documents sent."""
     try:
-        results = resp.json()["results"]
+        results = answer["results"]
         found: dict[int, float] = {}
         for item in results:
             index = int(item["index"])
@@ -114,7 +113,7 @@ def get_reranker(settings: RerankSettings) -> Reranker | None:
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        reranker: Reranker = build("rerankers", name, settings, Reranker, "rerank provider")
+        reranker: Reranker = build("reranker", name, settings, Reranker)
         _cache[key] = reranker
         return reranker
 

@@ -12,24 +12,27 @@ Built in:
   successful result, or the output when the log has none), within
   ``turns.compact_max_chars``.
 - ``llm``: asks any OpenAI-compatible endpoint from ``[llm]`` (``base_url``,
-  ``model``, ``api_key_env``) for a summary. httpx is imported lazily.
+  ``model``, ``api_key_env``) for a summary, through the shared
+  :class:`~memdir.providers.openai.OpenAIClient`. httpx is imported lazily.
 
 :func:`compact_worklog` runs the configured compactor; when it fails, the
 default is used and the failure is returned in :attr:`Compaction.error`, which
-the turn record keeps in its frontmatter (``compact_error``).
+the turn record keeps in its frontmatter (``compact_error``). A compactor name that
+nothing registered is a :class:`~memdir.errors.ConfigError`, not a fallback.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ProviderError
-from ..providers.plugins import hookimpl, providers
+from ..providers import plugins
+from ..providers.openai import OpenAIClient
+from ..providers.plugins import hookimpl
 from ..settings import Settings
 
 Entry = Mapping[str, Any]
@@ -248,12 +251,6 @@ class LLMCompactor:
     def compact(self, entries: Sequence[Entry], *, input: str, output: str, max_chars: int) -> str:
         if not self.llm.base_url or not self.llm.model:
             raise ProviderError("llm compactor: [llm] base_url and model are not set")
-        try:
-            import httpx
-        except ImportError:
-            from ..errors import MissingExtra
-
-            raise MissingExtra("the llm compactor needs the 'llm' extra (httpx)") from None
         log = "\n".join(json.dumps(e, ensure_ascii=False, sort_keys=True) for e in entries)
         prompt = (
             "Summarise this agent turn's work log for later recall. Say which tools ran with "
@@ -261,24 +258,15 @@ class LLMCompactor:
             f"at most {max_chars} characters.\n\nInput:\n{input[:4000]}\n\n"
             f"Work log (JSON lines):\n{log[:12000]}\n\nOutput:\n{output[:4000]}"
         )
-        headers = {"Content-Type": "application/json"}
-        if self.llm.api_key_env:
-            key = os.environ.get(self.llm.api_key_env, "")
-            if key:
-                headers["Authorization"] = f"Bearer {key}"
-        body = {
-            "model": self.llm.model,
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": 0,
-        }
-        url = self.llm.base_url.rstrip("/") + "/chat/completions"
-        try:
-            resp = httpx.post(url, json=body, headers=headers, timeout=self.llm.timeout_seconds)
-            resp.raise_for_status()
-            text = resp.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ProviderError(f"llm compactor: {type(exc).__name__}: {exc}") from exc
-        if not isinstance(text, str) or not text.strip():
+        with OpenAIClient(
+            self.llm.base_url,
+            who="llm compactor",
+            section="llm",
+            timeout=self.llm.timeout_seconds,
+            api_key_env=self.llm.api_key_env,
+        ) as client:
+            text = client.chat(self.llm.model, [{"role": "user", "content": prompt}])
+        if not text.strip():
             raise ProviderError("llm compactor: empty summary")
         return _fit(text.strip(), max_chars)
 
@@ -315,23 +303,20 @@ def compact_worklog(
     default = DefaultCompactor()
     error: str | None = None
     if name != "default":
-        found: dict[str, Callable[..., Any]] = {"default": _default_factory, "llm": LLMCompactor}
-        found.update(providers("compactors"))
-        factory = found.get(name)
-        if factory is None:
-            error = f"unknown compactor {name!r}"
-        else:
-            try:
-                chosen: Compactor = factory(settings)
-                text = _fit(
-                    _sanitize(chosen.compact(entries, input=input, output=output, max_chars=limit)),
-                    limit,
-                )
-                if text:
-                    return Compaction(text, chosen.name)
-                error = f"compactor {name!r} returned nothing"
-            except Exception as exc:  # a plugin boundary: any failure falls back
-                error = f"{name}: {exc}" if str(exc) else f"{name}: {type(exc).__name__}"
+        # An unknown name is a configuration error, raised before anything is written; a
+        # compactor that exists but fails falls back to the default below.
+        factory = plugins.factory("compactor", name)
+        try:
+            chosen: Compactor = factory(settings)
+            text = _fit(
+                _sanitize(chosen.compact(entries, input=input, output=output, max_chars=limit)),
+                limit,
+            )
+            if text:
+                return Compaction(text, chosen.name)
+            error = f"compactor {name!r} returned nothing"
+        except Exception as exc:  # a plugin boundary: any failure falls back
+            error = f"{name}: {exc}" if str(exc) else f"{name}: {type(exc).__name__}"
     text = _fit(
         _sanitize(default.compact(entries, input=input, output=output, max_chars=limit)), limit
     )

@@ -382,18 +382,11 @@ def cache_dir(setting: str) -> Path | None:
         return None
 
 
-def _openai_factory(settings: EmbeddingsSettings) -> Embedder:
-    # Imported here: httpx is needed only when this provider is configured.
-    from .remote import OpenAIEmbedder
-
-    return OpenAIEmbedder(settings)
-
-
 @hookimpl
 def register_embedders(register: Callable[[str, Callable[..., Any]], None]) -> None:
-    """The built-in embedders: ``minilm`` (offline, the default) and ``openai`` (a server)."""
+    """The offline built-in embedder, ``minilm`` (the default); ``openai`` is in
+    :mod:`.remote`, which registers itself."""
     register("minilm", _minilm_factory)
-    register("openai", _openai_factory)
 
 
 def get_embedder(settings: EmbeddingsSettings) -> Embedder:
@@ -414,9 +407,7 @@ def get_embedder(settings: EmbeddingsSettings) -> Embedder:
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        embedder: Embedder = build(
-            "embedders", settings.provider, settings, Embedder, "embeddings provider"
-        )
+        embedder: Embedder = build("embedder", settings.provider, settings, Embedder)
         if not embedder.model_id or embedder.dim <= 0:
             raise ProviderError(f"embeddings provider {settings.provider!r} has no model id/dim")
         _cache[key] = embedder
