@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_cli
 
 
 def test_help_lists_every_command() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from memdir.cli import COMMANDS, cli
 from memdir.errors import Conflict
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import BREAD
 from memdir.engine import okf
 from memdir.errors import InvalidInput
 from memdir.service import Memory
-from test_engine_review import BREAD
 
 
 def bundle_files(root: Path, bundle: str) -> dict[str, str]:

@@ -3,32 +3,16 @@ merge counts as the memory report counts it, and evaluate records nothing withou
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import BREAD, BROKEN, git
 from memdir.doc import frontmatter
 from memdir.engine import consolidate as consolidating
 from memdir.errors import InvalidInput
 from memdir.service import Memory
-
-BREAD = (
-    "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights of "
-    "flour and water. A starter kept in the fridge needs feeding the day before baking bread.\n"
-)
-BROKEN = (
-    "---\ntitle: [never closed\nbundle: kitchen\n---\n# Bread crust\n\nA hot oven with steam "
-    "gives bread a crisp crust when baking.\n"
-)
-
-
-def git(root: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    )
-    return out.stdout
 
 
 def drop(root: Path, rel: str, text: str) -> None:

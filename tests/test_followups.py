@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from helpers import BREAD, BROKEN, run_cli
 from memdir.doc import frontmatter
 from memdir.errors import Conflict, HarnessChanged
 from memdir.files.store import Store, is_store
 from memdir.service import Memory
 from memdir.turns.compaction import DefaultCompactor
-from test_engine_review import BREAD, BROKEN
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import committed, run_cli
+from helpers import committed, run_cli
 from memdir.doc import frontmatter
 from memdir.doc.frontmatter import _fast_load, _load_yaml
 from memdir.errors import InvalidDocument

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from http_server import Live, live_server
 from memdir.files.store import Store
 

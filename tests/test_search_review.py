@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from helpers import Letters
 from memdir.errors import InvalidInput
 from memdir.providers.plugins import hookimpl, manager
 from memdir.retrieval import rerank
 from memdir.service import Memory
 from memdir.vectors import embedder as embeddings
 from test_hybrid import _open, _turn
-from test_vectors import Letters
 
 FILLER = " ".join(f"Paragraph {n} talks about capacity planning for storage." for n in range(12))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import committed
+from helpers import committed
 from memdir.doc import frontmatter
 from memdir.errors import (
     InvalidDocument,

@@ -17,9 +17,8 @@ import httpx
 import pytest
 from mcp.client import Client
 
-from conftest import run_cli
+from helpers import http_client, ok, run_cli, text_of
 from http_server import Live, live_server
-from test_mcp import http_client, ok, text_of
 
 NO_VECTORS: dict[str, dict[str, Any]] = {"embeddings": {"enabled": False}}
 
@@ -272,7 +271,7 @@ def test_forget_tool_supersedes_like_http(live: Live, store_root: Path) -> None:
 
 
 def test_purging_over_mcp_needs_an_admin_token(store_root: Path) -> None:
-    from test_auth import create_token
+    from helpers import create_token
 
     writer = create_token(store_root, "writer", "write")
     admin = create_token(store_root, "admin", "admin")

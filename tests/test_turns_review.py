@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from memdir.doc import tokencount as tokens
 from memdir.doc.ids import new_id
 from memdir.errors import InvalidInput
