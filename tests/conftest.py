@@ -47,6 +47,13 @@ def eng(tmp_path: Path) -> Iterator[Memory]:
 
 
 @pytest.fixture
+def kitchen(eng: Memory) -> Memory:
+    """The engine's kitchen store: one bundle (helpers.BREAD routes to it, helpers.BROKEN does
+    not parse)."""
+    return eng
+
+
+@pytest.fixture
 def plain(tmp_path: Path) -> Iterator[Memory]:
     """A store without git, holding notes/a.md (a test module may define its own)."""
     root = Store.init(tmp_path / "s", git=False)

@@ -4,7 +4,6 @@ the core, and the default compactor counts one call in the singular."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers import BREAD, BROKEN, run_cli
+from helpers import BREAD, run_cli
 from memdir.doc import frontmatter
 from memdir.errors import Conflict, HarnessChanged
 from memdir.files.store import Store, is_store
@@ -39,51 +38,7 @@ def _drop(root: Path, rel: str, text: str) -> None:
 # ---- evaluate: expected paths that are not files -----------------------------------------
 
 
-def test_evaluate_warns_on_stderr_of_each_missing_expected_path(kitchen: Memory) -> None:
-    kitchen.ingest([("bread.md", BREAD)])
-    [article] = kitchen.consolidate()["articles"]
-    missing = ["wiki/kitchen/none/gone.md", "wiki/kitchen/typo/artcle.md"]
-    (kitchen.root / "evals/questions.yaml").write_text(
-        "questions:\n"
-        "  - question: how often to feed a sourdough starter\n"
-        f"    expected: [{article}, {missing[0]}]\n"
-        "  - question: what gives bread a crisp crust\n"
-        f"    expected: [{missing[1]}]\n",
-        encoding="utf-8",
-    )
-    root = str(kitchen.root)
-    text = run_cli("--root", root, "evaluate")
-    assert text.returncode == 0, text.stderr
-    warnings = text.stderr.decode().splitlines()
-    assert warnings == [f"warning: expected path not found: {p}" for p in missing]
-    assert text.stdout.decode().startswith("run=evaluate ")
-    assert "warning" not in text.stdout.decode()
-
-    as_json = run_cli("--root", root, "evaluate", "--json")
-    assert as_json.returncode == 0, as_json.stderr
-    assert json.loads(as_json.stdout)["missing_expected"] == missing  # stdout stays JSON
-    assert as_json.stderr.decode().splitlines() == warnings
-
-
 # ---- consolidate: sources left in inbox/ ---------------------------------------------------
-
-
-def test_consolidate_shows_the_skipped_sources_with_plan_and_without(kitchen: Memory) -> None:
-    _drop(kitchen.root, "inbox/crust.md", BROKEN)
-    kitchen.ingest([("bread.md", BREAD)])
-    root = str(kitchen.root)
-
-    plan = run_cli("--root", root, "consolidate", "--plan")
-    assert plan.returncode == 0, plan.stderr
-    packet = json.loads(plan.stdout)  # stdout is only the packet, fit for `> packet.json`
-    [reason] = packet["skipped"]
-    assert reason.startswith("inbox/crust.md: ") and "frontmatter" in reason
-    assert f"skipped {reason}" in plan.stderr.decode().splitlines()
-
-    run = run_cli("--root", root, "consolidate")
-    assert run.returncode == 0, run.stderr
-    assert f"skipped {reason}" in run.stdout.decode().splitlines()
-    assert (kitchen.root / "inbox/crust.md").read_text(encoding="utf-8") == BROKEN
 
 
 def test_the_docs_say_where_consolidate_reports_skipped_sources() -> None:
@@ -193,30 +148,6 @@ def test_a_recorded_turn_with_one_call_says_call(mem: Memory) -> None:
     assert "Tools (1 call): grep" in compact and "calls" not in compact.splitlines()[0]
 
 
-def test_consolidate_with_no_bundle_leaves_the_inbox_as_it_is(tmp_path: Path) -> None:
-    """A fresh store has no bundle: every source was moved to quarantine/ as a misfit."""
-    mem = Memory.open(Store.init(tmp_path / "store"))
-    try:
-        mem.ingest([("starter.md", BREAD.encode())], provenance="run:1")
-        before = sorted(
-            p.relative_to(mem.root) for p in mem.root.rglob("*") if ".git" not in p.parts
-        )
-        with pytest.raises(Conflict, match="bundle add"):
-            mem.consolidate()
-        with pytest.raises(Conflict, match="bundle add"):
-            mem.consolidate(plan=True)
-        after = sorted(
-            p.relative_to(mem.root) for p in mem.root.rglob("*") if ".git" not in p.parts
-        )
-        assert after == before and not list((mem.root / "quarantine").glob("*.md"))
-        # An empty inbox with no bundle is no error: there is nothing to file.
-        for rel in (mem.root / "inbox").glob("*.md"):
-            rel.unlink()
-        assert mem.consolidate()["articles"] == []
-    finally:
-        mem.close()
-
-
 def test_merge_records_its_actor_on_every_surface(kitchen: Memory) -> None:
     kitchen.write("wiki/page.md", "# Page\n")
     unnamed = kitchen.merge("wiki/page.md", episode="ep-1")
@@ -291,13 +222,6 @@ def test_a_bad_bundle_is_the_callers_input(kitchen: Memory, name: str, scope: st
     assert (kitchen.root / "PROGRAM.md").read_bytes() == before
 
 
-def test_consolidate_does_not_call_its_own_articles_a_stale_index(kitchen: Memory) -> None:
-    kitchen.ingest([("bread.md", BREAD)])
-    done = kitchen.consolidate()
-    assert done["articles"] and done["refine"]["stale_index"] is False
-    assert kitchen.doctor().ok
-
-
 def test_open_refuses_settings_and_overrides_together(kitchen: Memory) -> None:
     from memdir.errors import InvalidInput
 
@@ -305,16 +229,3 @@ def test_open_refuses_settings_and_overrides_together(kitchen: Memory) -> None:
         Memory.open(kitchen.root, settings=kitchen.settings, overrides={"search": {"rrf_k": 5}})
     with Memory.open(kitchen.root, settings=kitchen.settings) as again:
         assert again.settings is kitchen.settings
-
-
-def test_two_hand_dropped_misfits_of_one_name_get_their_own_ids(kitchen: Memory) -> None:
-    off = "# Markets\n\nThe stock market closed higher after the central bank held rates.\n"
-    ids = []
-    for _ in range(2):
-        _drop(kitchen.root, "inbox/notes.md", off)
-        [moved] = kitchen.consolidate()["quarantined"]
-        placed = frontmatter.parse((kitchen.root / moved["to"]).read_text()).fm
-        ids.append(placed["episode_id"])
-    assert ids[0] != ids[1]
-    report = kitchen.memory_report()
-    assert not report.warnings
