@@ -1,4 +1,4 @@
-"""Compatibility found in review: the bundles memdir regenerates stay OKF v0.2 bundles when the
+"""OKF compatibility: the bundles memdir regenerates stay OKF v0.2 bundles when the
 wiki holds articles a person filed by hand (odd names, deeper folders, free-form dates)."""
 
 from __future__ import annotations
