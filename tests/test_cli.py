@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from helpers import run_cli
+from memdir.files.store import Store
 
 
 def test_help_lists_every_command() -> None:
@@ -168,3 +169,18 @@ def test_help_is_fast() -> None:
     result = run_cli("--help")
     assert result.returncode == 0
     assert time.perf_counter() - started < 5  # the real target (0.3 s) is measured in bench/
+
+
+def test_cli_init_inside_a_store_is_one_error_line(tmp_path: Path) -> None:
+    outer = Store.init(tmp_path / "outer")
+    for args, cwd in (
+        (("init", str(outer / "wiki" / "inner")), None),
+        (("init", "inner"), outer / "wiki"),
+        (("--root", str(outer / "inner"), "init"), None),
+    ):
+        result = run_cli(*args, cwd=cwd)
+        assert result.returncode != 0
+        [line] = result.stderr.decode().splitlines()
+        assert line.startswith("error: ") and f"inside the memdir store {outer}" in line
+        assert result.stdout == b""
+    assert not (outer / "wiki" / "inner").exists() and not (outer / "inner").exists()

@@ -47,3 +47,11 @@ def test_settings_doc_lists_every_setting() -> None:
 def test_readme_names_the_two_commands() -> None:
     readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
     assert "make demo" in readme and "make test" in readme
+
+
+def test_the_docs_say_where_consolidate_reports_skipped_sources() -> None:
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    for name in ("commands.md", "engine.md"):
+        text = " ".join((docs / name).read_text(encoding="utf-8").split())
+        assert "`skipped <path>: <why>`" in text, name
+        assert "stderr with `--plan`" in text, name
