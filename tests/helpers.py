@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import click
 import httpx
 import numpy as np
 from mcp.client import Client
@@ -20,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
+from memdir.cli import COMMANDS, cli
 from memdir.errors import MissingExtra, ProviderError
 from memdir.providers.plugins import hookimpl
 from memdir.service import Memory
@@ -312,3 +314,22 @@ def wait_for_health(url: str, proc: subprocess.Popen[bytes] | None = None) -> ht
         except httpx.TransportError:
             time.sleep(0.01)
     raise AssertionError("server did not answer")
+
+
+# No model: for tests about the command line, not about vectors.
+OFFLINE = {"MEMDIR_EMBEDDINGS_ENABLED": "false"}
+
+
+def every_command() -> list[tuple[str, click.Command]]:
+    ctx = click.Context(cli)
+    found: list[tuple[str, click.Command]] = []
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        found.append((name, command))
+        if isinstance(command, click.Group):
+            for sub in command.list_commands(ctx):
+                child = command.get_command(ctx, sub)
+                assert child is not None
+                found.append((f"{name} {sub}", child))
+    return found
