@@ -23,6 +23,7 @@ from mcp.types import CallToolResult
 
 from memdir.cli import COMMANDS, cli
 from memdir.errors import MissingExtra, ProviderError
+from memdir.files.store import Store
 from memdir.providers.plugins import hookimpl
 from memdir.service import Memory
 from memdir.vectors import embedder as emb
@@ -333,3 +334,12 @@ def every_command() -> list[tuple[str, click.Command]]:
                 assert child is not None
                 found.append((f"{name} {sub}", child))
     return found
+
+
+NO_GIT: dict[str, Any] = {"store": {"git_commit": False}, "embeddings": {"enabled": False}}
+
+
+def open_turns_store(tmp_path: Path, **turns: Any) -> Memory:
+    """A new store without git or vectors under ``tmp_path``, with these ``turns`` settings."""
+    root = Store.init(tmp_path / "s", git=False)
+    return Memory.open(root, overrides={**NO_GIT, "turns": turns} if turns else NO_GIT)
