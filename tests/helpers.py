@@ -343,3 +343,10 @@ def open_turns_store(tmp_path: Path, **turns: Any) -> Memory:
     """A new store without git or vectors under ``tmp_path``, with these ``turns`` settings."""
     root = Store.init(tmp_path / "s", git=False)
     return Memory.open(root, overrides={**NO_GIT, "turns": turns} if turns else NO_GIT)
+
+
+def error_of(response: httpx.Response) -> dict[str, str]:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message"}, body
+    return dict(body["error"])
