@@ -73,9 +73,6 @@ def committed(root: Path, folder: str = "") -> list[str]:
 def serve_process(root: Path, log: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
     """``memdir serve`` in a subprocess on a free loopback port, answering; (process, url)."""
     import socket
-    import time
-
-    import httpx
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -161,12 +158,14 @@ BROKEN = (
 
 
 def git(root: Path, *args: str) -> str:
+    """The output of ``git -C root args...`` (which must succeed)."""
     out = subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
     )
     return out.stdout
 
 
+# The toy embedders: letter counts, no model. CALLS holds the batch size of every embed call.
 CALLS: list[int] = []
 
 
@@ -230,15 +229,18 @@ class ToyPlugin:
 
 
 def text_of(result: CallToolResult) -> str:
+    """The text an MCP tool answered."""
     return "".join(getattr(block, "text", "") for block in result.content)
 
 
 def ok(result: CallToolResult) -> Any:
+    """The JSON an MCP tool answered, which must not be an error."""
     assert not result.is_error, text_of(result)
     return json.loads(text_of(result))
 
 
 def http_client(url: str, token: str | None = None) -> Client:
+    """An MCP client over streamable HTTP to ``url``/mcp, with a bearer token if given."""
     headers = {"Authorization": f"Bearer {token}"} if token else None
     transport = streamable_http_client(
         f"{url}/mcp", http_client=create_mcp_http_client(headers=headers)
@@ -280,6 +282,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def folders(root: Path) -> set[str]:
+    """Every folder of the store outside ``.git`` and ``.memdir``."""
     return {
         p.relative_to(root).as_posix()
         for p in root.rglob("*")
@@ -288,6 +291,7 @@ def folders(root: Path) -> set[str]:
 
 
 def assert_untouched(mem: Memory, before: dict[str, bytes], dirs: set[str], head: str) -> None:
+    """The store is as ``snapshot``, ``folders`` and git HEAD found it, and so is its index."""
     root = mem.root
     after = snapshot(root)
     assert sorted(set(after) - set(before)) == []  # no new file
@@ -306,6 +310,7 @@ def assert_untouched(mem: Memory, before: dict[str, bytes], dirs: set[str], head
 
 
 def wait_for_health(url: str, proc: subprocess.Popen[bytes] | None = None) -> httpx.Response:
+    """The first answer of ``url``/v1/health, within 60 s (failing early if ``proc`` exits)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -322,6 +327,7 @@ OFFLINE = {"MEMDIR_EMBEDDINGS_ENABLED": "false"}
 
 
 def every_command() -> list[tuple[str, click.Command]]:
+    """Every command and subcommand of the CLI, by its full name (``turn record``)."""
     ctx = click.Context(cli)
     found: list[tuple[str, click.Command]] = []
     for name in COMMANDS:
@@ -346,6 +352,7 @@ def open_turns_store(tmp_path: Path, **turns: Any) -> Memory:
 
 
 def error_of(response: httpx.Response) -> dict[str, str]:
+    """The ``error`` of an HTTP answer, which must hold only a code and a message."""
     body = response.json()
     assert set(body) == {"error"}, body
     assert set(body["error"]) == {"code", "message"}, body
