@@ -11,7 +11,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import create_token
+from helpers import create_token
 from http_server import live_server
 
 NO_VECTORS = {"embeddings": {"enabled": False}}

@@ -95,3 +95,34 @@ def test_providers_import_none_of_the_concerns_that_register_into_them() -> None
     for path in (SRC / "providers").rglob("*.py"):
         internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
         assert internal <= {"errors", "providers", "__version__"}, (str(path), internal)
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def modules_imported(path: Path) -> set[str]:
+    """The top-level names a file imports, at module level or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_no_test_module_imports_another_or_conftest() -> None:
+    """Shared helpers live in tests/helpers.py; a test module run alone needs no other."""
+    tests = {p.stem for p in TESTS.glob("test_*.py")}
+    crossed = {
+        path.name: sorted(modules_imported(path) & (tests | {"conftest"}))
+        for path in sorted(TESTS.glob("*.py"))
+    }
+    assert {name: found for name, found in crossed.items() if found} == {}
+
+
+def test_test_files_are_named_after_what_they_test() -> None:
+    named_after_a_round = [
+        p.name for p in TESTS.glob("*.py") if "review" in p.name or "followup" in p.name
+    ]
+    assert named_after_a_round == []

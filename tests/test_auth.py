@@ -19,7 +19,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import create_token, run_cli
+from helpers import create_token, run_cli
 from http_server import Live, free_port, live_server
 from memdir import access as auth
 from memdir.errors import Forbidden, InvalidInput, Unauthorized

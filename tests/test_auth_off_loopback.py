@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import httpx
 
-from conftest import create_token, run_cli
+from helpers import create_token, run_cli
 from http_server import free_port
 from memdir.http.app import create_app
 from memdir.service import Memory

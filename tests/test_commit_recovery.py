@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import committed, killed_after, run_cli
+from helpers import committed, killed_after, run_cli
 from memdir.service import Memory
 
 WRITER = textwrap.dedent(

@@ -11,6 +11,7 @@ import pytest
 from http_server import ServiceHandler, fake_service
 from memdir import __version__
 from memdir.errors import ConfigError
+from memdir.service import Memory
 from memdir.settings import Settings
 from memdir.turns.compaction import DefaultCompactor, compact_worklog
 
@@ -151,3 +152,19 @@ def test_llm_unconfigured_falls_back() -> None:
     )
     assert out.compactor == "default"
     assert out.error is not None and "base_url and model are not set" in out.error
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_the_default_compactor_counts_calls_in_the_right_number(n: int) -> None:
+    log = [{"tool": "grep", "args": {"pattern": f"p{i}"}, "result": "hit"} for i in range(n)]
+    text = DefaultCompactor().compact(log, input="find it", output="found", max_chars=800)
+    first = text.splitlines()[0]
+    noun = "call" if n == 1 else "calls"
+    assert first.startswith(f"- Tools ({n} {noun}): grep")
+    assert "1 calls" not in text
+
+
+def test_a_recorded_turn_with_one_call_says_call(mem: Memory) -> None:
+    rec = mem.record_turn(thread="t", input="x", worklog=[{"tool": "grep", "result": "1"}])
+    compact = mem.turn_show(rec.id).compact
+    assert "Tools (1 call): grep" in compact and "calls" not in compact.splitlines()[0]

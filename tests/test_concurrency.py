@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import committed
+from helpers import committed
 from memdir.doc import frontmatter
 from memdir.index.db import connect
 from memdir.service import Memory

@@ -17,7 +17,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import run_cli
+from helpers import run_cli
 from http_server import Live, live_server
 from memdir.doc import paths
 from memdir.doc.turnrecord import turn_path

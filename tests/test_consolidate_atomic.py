@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from helpers import SOURCES, assert_untouched, folders, git, snapshot
 from memdir.doc import frontmatter
 from memdir.engine import reflect
 from memdir.engine.writer import Draft, ExtractiveWriter, WriteRequest
@@ -18,26 +19,7 @@ from memdir.errors import InvalidDocument, InvalidInput, MemdirError, ProviderEr
 from memdir.files.store import Store
 from memdir.providers.plugins import hookimpl, manager
 from memdir.service import Memory
-from test_engine_review import git
 
-SOURCES = [
-    (
-        "starter.md",
-        "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights "
-        "of flour and water. A starter kept in the fridge needs feeding the day before baking "
-        "bread.\n",
-    ),
-    (
-        "crust.md",
-        "# Bread crust\n\nA hot oven with steam gives bread a crisp crust when baking. Bake the "
-        "loaf on a preheated stone so the flour crust sets quickly.\n",
-    ),
-    (
-        "yeast.md",
-        "# Dried yeast\n\nDried yeast keeps for months in a closed jar. Wake the yeast in warm "
-        "water with a pinch of flour before baking bread dough.\n",
-    ),
-]
 MISFIT = ("vat.md", "The quarterly VAT return is due a month after the quarter ends.\n")
 
 
@@ -84,45 +66,6 @@ def eng(tmp_path: Path, flaky: type[Flaky]) -> Iterator[Memory]:
     mem.ingest(SOURCES)
     yield mem
     mem.close()
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file of the store a run may change (the derived index.db and locks aside)."""
-    out = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if not path.is_file() or rel.startswith(".git/"):
-            continue
-        if rel.startswith(".memdir/") and rel not in (".memdir/runs.tsv", ".memdir/config.toml"):
-            continue
-        out[rel] = path.read_bytes()
-    return out
-
-
-def folders(root: Path) -> set[str]:
-    return {
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.is_dir() and not p.relative_to(root).as_posix().startswith((".git", ".memdir"))
-    }
-
-
-def assert_untouched(mem: Memory, before: dict[str, bytes], dirs: set[str], head: str) -> None:
-    root = mem.root
-    after = snapshot(root)
-    assert sorted(set(after) - set(before)) == []  # no new file
-    assert sorted(set(before) - set(after)) == []  # none gone (inbox sources stay)
-    assert [p for p in before if before[p] != after[p]] == []  # byte-identical
-    assert folders(root) == dirs  # no empty topic or dated folder left behind
-    assert git(root, "status", "--porcelain", "--untracked-files=all") == ""
-    assert git(root, "rev-parse", "HEAD") == head
-    assert mem.index.compare().in_step
-    # The derived index forgets whatever it saw of the failed run.
-    indexed = {row[0] for row in mem.index.conn.execute("SELECT path FROM docs")}
-    assert {p for p in indexed if p not in before} == set()
-    inbox = sorted(p for p in before if p.startswith("inbox/") and p.endswith(".md"))
-    unmerged = {e.path for e in mem.memory_report().unmerged}
-    assert set(inbox) <= unmerged
 
 
 def state(mem: Memory) -> tuple[dict[str, bytes], set[str], str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import files_of, run_cli
+from helpers import files_of, run_cli
 from http_server import Live, live_server
 
 ENGINE_POSTS = ["/v1/consolidate", "/v1/reflect", "/v1/refine", "/v1/reindex", "/v1/evaluate"]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_cli
+from helpers import run_cli
 
 
 def test_init_takes_root_like_every_command(tmp_path: Path) -> None:

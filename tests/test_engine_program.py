@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import BREAD, run_cli
 from memdir.engine import harness, program
 from memdir.errors import ConfigError, HarnessChanged, NotFound, ProgramError
+from memdir.service import Memory
 from memdir.settings import pin_harness, pinned_harness
 
 
@@ -176,3 +181,51 @@ def test_pin_check_and_accept(tmp_path: Path) -> None:
     pin_harness(tmp_path, new.sha256)
     assert harness.check(tmp_path).sha256 == new.sha256
     assert config.read_text(encoding="utf-8").count("[harness]") == 1
+
+
+def test_the_harness_error_names_exactly_the_verbs_that_refuse(kitchen: Memory) -> None:
+    kitchen.write("notes/a.md", "# A\n")
+    harness = kitchen.root / "HARNESS.md"
+    harness.write_text(harness.read_text(encoding="utf-8") + "\nA deliberate change.\n")
+    # Every verb that writes to the store, by its CLI name.
+    verbs: dict[str, Callable[[], Any]] = {
+        "write": lambda: kitchen.write("notes/b.md", "# B\n"),
+        "merge": lambda: kitchen.merge("notes/a.md", episode="e1"),
+        "turn record": lambda: kitchen.record_turn(thread="t", input="hi", output="yo"),
+        "forget": lambda: kitchen.forget("notes/b.md"),
+        "ingest": lambda: kitchen.ingest([("bread.md", BREAD)]),
+        "consolidate": kitchen.consolidate,
+        "bundle add": lambda: kitchen.bundle_add("garden", "tomatoes, compost"),
+        "bundle remove": lambda: kitchen.bundle_remove("kitchen"),
+        "episode add": lambda: kitchen.episode_add(kind="life", situation="a walk"),
+        "reflect": kitchen.reflect,
+    }
+    refused: dict[str, str] = {}
+    for name, call in verbs.items():
+        try:
+            call()
+        except HarnessChanged as exc:
+            refused[name] = str(exc)
+    assert refused and len(set(refused.values())) == 1
+    [message] = set(refused.values())
+    assert "writing verbs" not in message
+    for name in verbs:
+        named = re.search(rf"\b{name}\b", message) is not None
+        assert named is (name in refused), (name, message)
+    assert {"write", "merge", "turn record"}.isdisjoint(refused)  # they still work
+
+    cli = run_cli("--root", str(kitchen.root), "reflect")
+    assert cli.returncode != 0
+    assert cli.stderr.decode().splitlines() == [f"error: {message}"]
+
+
+@pytest.mark.parametrize(("name", "scope"), [("Bad Name", "x"), ("ok", "   ")])
+def test_a_bad_bundle_is_the_callers_input(kitchen: Memory, name: str, scope: str) -> None:
+    """It was a ProgramError, a config error: HTTP answered 500 for the caller's typo."""
+    from memdir.errors import InvalidInput
+
+    before = (kitchen.root / "PROGRAM.md").read_bytes()
+    with pytest.raises(InvalidInput) as err:
+        kitchen.bundle_add(name, scope)
+    assert err.value.http_status == 400
+    assert (kitchen.root / "PROGRAM.md").read_bytes() == before

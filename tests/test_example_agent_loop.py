@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import committed
+from helpers import committed
 from memdir.files.store import Store
 from memdir.service import Memory
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import committed, run_cli
+from helpers import committed, run_cli
 from memdir.doc import frontmatter
 from memdir.doc.fastyaml import fast_load
 from memdir.doc.frontmatter import _load_yaml

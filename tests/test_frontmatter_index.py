@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from http_server import live_server
 from memdir.files.store import Store
 from memdir.service import Memory

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from conftest import files_holding
+from helpers import files_holding
 from memdir.index.maintenance import FTS_LEVELS_BOUND, fts_levels, merge_fts
 from memdir.service import Memory
 

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from conftest import committed, run_cli
+from helpers import committed, run_cli
 from memdir.files import journal
 from memdir.service import Memory
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import committed
+from helpers import committed
 from memdir.errors import GitError
 from memdir.files.gitlog import GitLog
 from memdir.files.store import Store

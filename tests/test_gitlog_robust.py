@@ -17,7 +17,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from conftest import committed
+from helpers import committed
 from http_server import live_server
 from memdir.errors import GitError
 from memdir.files.gitlog import GitLog

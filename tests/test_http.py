@@ -9,11 +9,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from conftest import run_cli
+from helpers import error_of, run_cli
 from http_server import Live, live_server
 from memdir.files.store import Store
 
@@ -35,13 +36,6 @@ def live(store_root: Path) -> Iterator[Live]:
 def client(live: Live) -> Iterator[httpx.Client]:
     with live.client() as c:
         yield c
-
-
-def error_of(response: httpx.Response) -> dict[str, str]:
-    body = response.json()
-    assert set(body) == {"error"}, body
-    assert set(body["error"]) == {"code", "message"}, body
-    return dict(body["error"])
 
 
 def put(client: httpx.Client, path: str, content: str, **headers: str) -> httpx.Response:
@@ -398,3 +392,122 @@ def test_graceful_shutdown_finishes_the_write_in_flight(store_root: Path) -> Non
         check=True,
     )
     assert log.stdout.strip() == "anonymous write notes/inflight.md"
+
+
+def test_a_missing_field_called_path_is_named(live: Live) -> None:
+    """The field's name was taken for the request part: forget without a path said "body"."""
+    with live.client() as client:
+        missing = client.post("/v1/forget", json={"reason": "old"})
+        wrong = client.post("/v1/forget", json={"path": 5})
+    assert missing.status_code == 400 and wrong.status_code == 400
+    assert error_of(missing)["message"].startswith("path: ")
+    assert error_of(wrong)["message"].startswith("path: ")
+
+
+@pytest.mark.parametrize("kind", ["application/x-www-form-urlencoded", "text/plain", None])
+def test_a_body_not_sent_as_json_is_415_naming_the_content_type(
+    live: Live, store_root: Path, kind: str | None
+) -> None:
+    """`curl -d` without a JSON Content-Type: FastAPI does not parse it, and the answer was
+    "Input should be a valid dictionary or object to extract fields from"."""
+    body = json.dumps({"content": "# A\n"}).encode()
+    headers = {"Content-Type": kind} if kind else {}
+    with live.client() as client:
+        response = client.put("/v1/files/notes/a.md", content=body, headers=headers)
+    error = error_of(response)
+    assert response.status_code == 415 and error["code"] == "unsupported_media_type"
+    assert "application/json" in error["message"]
+    assert (kind or "none") in error["message"]
+    assert not (store_root / "notes/a.md").exists()
+
+
+@pytest.mark.parametrize(("value", "name"), [([], "an array"), ("x", "a string"), (3, "a number")])
+def test_a_json_body_that_is_not_an_object_says_so(live: Live, value: Any, name: str) -> None:
+    with live.client() as client:
+        response = client.put("/v1/files/notes/a.md", json=value)
+    error = error_of(response)
+    assert response.status_code == 400 and error["code"] == "invalid_input"
+    assert "JSON object" in error["message"] and name in error["message"]
+
+
+def test_a_missing_body_says_so(live: Live) -> None:
+    with live.client() as client:
+        response = client.post("/v1/turns", headers={"Content-Type": "application/json"})
+    error = error_of(response)
+    assert response.status_code == 400 and "body is missing" in error["message"]
+
+
+def test_an_optional_body_may_still_be_empty(live: Live) -> None:
+    """An empty body is not mislabelled: reindex takes none."""
+    with live.client() as client:
+        response = client.post(
+            "/v1/reindex",
+            content=b"",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
+    assert response.status_code == 200, response.text
+
+
+def test_wrong_method_names_every_method_the_path_takes(live: Live) -> None:
+    """Starlette's 405 named only the first route's method: DELETE on a file said GET,
+    though PUT writes it."""
+    with live.client() as client:
+        on_file = client.delete("/v1/files/notes/a.md")
+        on_merge = client.get("/v1/merge")
+    assert on_file.status_code == 405 and on_merge.status_code == 405
+    assert error_of(on_file)["code"] == "method_not_allowed"
+    assert {m.strip() for m in on_file.headers["allow"].split(",")} == {"GET", "PUT"}
+    assert "GET" in error_of(on_file)["message"] and "PUT" in error_of(on_file)["message"]
+    assert "DELETE" in error_of(on_file)["message"]
+    assert on_merge.headers["allow"] == "POST" and "POST" in error_of(on_merge)["message"]
+
+
+def test_access_log_names_the_actor_the_write_records(
+    live: Live, store_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without X-Actor and without tokens the log said actor=local while the file and the
+    git commit said anonymous."""
+    caplog.set_level(logging.INFO, logger="memdir.access")
+    with live.client() as client:
+        written = client.put(
+            "/v1/files/notes/who.md", json={"content": "# W\n"}, headers={"X-Provenance": "run:1"}
+        )
+    assert written.status_code == 201
+    deadline = time.monotonic() + 5
+    lines: list[str] = []
+    while time.monotonic() < deadline and not lines:
+        lines = [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "memdir.access" and "PUT /v1/files/notes/who.md" in r.getMessage()
+        ]
+        time.sleep(0.02)
+    recorded = live.mem.read("notes/who.md").content
+    actor = recorded.split("actor:", 1)[1].split()[0]
+    assert lines and f"actor={actor} " in lines[0], (lines, recorded)
+
+
+def test_utf8_actor_and_provenance_headers_are_recorded_as_sent(
+    live: Live, store_root: Path
+) -> None:
+    """Header values reached memdir decoded as Latin-1: X-Actor: José was recorded as
+    JosÃ© in derived-from and as the git author."""
+    actor, origin = "José", "run:ñandú-1"
+    headers = [(b"X-Actor", actor.encode()), (b"X-Provenance", origin.encode())]
+    with live.client() as client:
+        written = client.put("/v1/files/notes/u.md", json={"content": "# U\n"}, headers=headers)
+        assert written.status_code == 201, written.text
+        entry = client.get("/v1/files/notes/u.md").json()["content"]
+    cli = run_cli(
+        "--root", str(store_root), "write", "notes/v.md", "--text", "# V\n",
+        "--actor", actor, "--provenance", origin,
+    )  # fmt: skip
+    assert cli.returncode == 0, cli.stderr
+    by_cli = (store_root / "notes/v.md").read_text()
+
+    def derived(text: str) -> list[str]:
+        return [
+            line.strip() for line in text.splitlines() if line.strip().startswith(("id:", "actor:"))
+        ]
+
+    assert derived(entry) == derived(by_cli) and actor in entry

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from conftest import run_cli
+from helpers import run_cli, wait_for_health
 from http_server import free_port, serving
 from memdir.access import TokenRegistry
 from memdir.http.app import create_api
@@ -34,18 +33,6 @@ from memdir.http.middleware import ServerMiddleware
 from memdir.http.serving import DeferredApp
 from memdir.service import Memory
 from memdir.settings import load
-
-
-def wait_for_health(url: str, proc: subprocess.Popen[bytes] | None = None) -> httpx.Response:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}")
-        try:
-            return httpx.get(f"{url}/v1/health", timeout=5)
-        except httpx.TransportError:
-            time.sleep(0.01)
-    raise AssertionError("server did not answer")
 
 
 def test_serve_subprocess_serves_every_part_after_a_fast_start(store_root: Path) -> None:

@@ -255,3 +255,14 @@ def test_a_search_walks_the_files_once(filled: Memory, monkeypatch: pytest.Monke
         assert len(calls) == 1, mode
     filled.sync()
     assert len(calls) == 2  # outside a search, sync is not held
+
+
+def test_a_where_filter_with_a_list_or_mapping_value_is_invalid_input(store_root: Path) -> None:
+    mem = Memory.open(
+        store_root, overrides={"store": {"git_commit": False}, "embeddings": {"enabled": False}}
+    )
+    mem.write("notes/a.md", "---\ntags: [deploy, ops]\n---\n# Deploy\n\nShip it.\n")
+    assert [h.path for h in mem.search("deploy", where={"tags": "ops"})] == ["notes/a.md"]
+    for value in (["deploy", "ops"], {"name": "deploy"}):
+        with pytest.raises(InvalidInput, match="'tags' needs one value"):
+            mem.search("deploy", where={"tags": value})

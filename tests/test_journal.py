@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import committed, killed_after
+from helpers import committed, killed_after
 from memdir.files import journal
 from memdir.files.store import Store
 from memdir.service import Memory

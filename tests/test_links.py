@@ -9,7 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import BREAD
+from memdir.doc import frontmatter
 from memdir.doc.links import Link, extract, section, sections, title_of
+from memdir.service import Memory
 
 
 def _targets(body: str) -> list[tuple[str, str]]:
@@ -252,3 +255,15 @@ def test_extract_speed() -> None:
         extract(body)
     rate = n / (time.process_time() - start)
     assert rate > 2500, rate  # floor for slow CI; see the report for measured figures
+
+
+def test_refine_resolves_a_wikilink_in_another_case_as_obsidian_does(kitchen: Memory) -> None:
+    kitchen.ingest([("bread.md", BREAD)])
+    [article] = [p for p in kitchen.consolidate()["articles"] if "/kitchen/" in p]
+    slug = Path(article).stem
+    note = kitchen.root / Path(article).with_name("see-also.md")
+    body = f"# See also\n\n[[{slug.upper()}]] and [[{slug}-missing]]\n"
+    note.write_text(frontmatter.render({"type": "concept", "title": "See also"}, body))
+    broken = kitchen.refine()["components"]["broken_link"]["items"]
+    assert any(f"{slug}-missing" in item for item in broken)
+    assert not any(f"[[{slug.upper()}]]" in item for item in broken)

@@ -3,7 +3,6 @@ and over streamable HTTP (`/mcp` on a real server on a loopback port)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -15,11 +14,8 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import CallToolResult
 
-from conftest import run_cli
+from helpers import http_client, ok, run_cli, text_of
 from http_server import live_server
 from memdir.service import Memory
 
@@ -44,15 +40,6 @@ EXPECTED_TOOLS = {
 }
 
 
-def text_of(result: CallToolResult) -> str:
-    return "".join(getattr(block, "text", "") for block in result.content)
-
-
-def ok(result: CallToolResult) -> Any:
-    assert not result.is_error, text_of(result)
-    return json.loads(text_of(result))
-
-
 def stdio_client(root: Path) -> Client:
     env = {k: v for k, v in os.environ.items() if k != "MEMDIR_ROOT"}
     env["MEMDIR_EMBEDDINGS_ENABLED"] = "false"  # keyword search: no model to load
@@ -60,14 +47,6 @@ def stdio_client(root: Path) -> Client:
         command=sys.executable, args=["-m", "memdir", "--root", str(root), "mcp"], env=env
     )
     return Client(params)
-
-
-def http_client(url: str, token: str | None = None) -> Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    transport = streamable_http_client(
-        f"{url}/mcp", http_client=create_mcp_http_client(headers=headers)
-    )
-    return Client(transport)
 
 
 async def scenario(client: Client, root: Path) -> None:

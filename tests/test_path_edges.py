@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from http_server import Live, live_server
 from memdir.errors import Conflict, NotFound, UnsafePath
 from memdir.service import Memory

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from http_server import live_server
 from memdir import service
 from memdir.doc import patterns

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from memdir.errors import ConfigError
 from memdir.files.store import Store
 from memdir.providers import plugins

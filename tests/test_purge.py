@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from conftest import committed, files_holding, serve_process
+from helpers import committed, files_holding, serve_process
 from memdir.service import Memory
 
 SECRET = "ZanzibarOctopusKey4471"

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from http_server import live_server
 from memdir.errors import IndexBusy
 from memdir.index import Index, db, watch

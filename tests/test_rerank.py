@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,52 @@ def test_http_reranker_reports_a_refused_connection(root: Path) -> None:
     assert _paths(hits) == ["notes/a.md"]
     assert "ConnectError" in hits[0].why["rerank_error"]
     mem.close()
+
+
+class _Odd(rerank.Reranker):
+    """Answers with one score per text, of which the second is not a usable number."""
+
+    def __init__(self, bad: Any) -> None:
+        self.bad = bad
+
+    def score(self, query: str, texts: Sequence[str]) -> Sequence[Any]:
+        return [1.0, self.bad, 3.0][: len(texts)]
+
+
+class _Plugin:
+    @hookimpl
+    def register_rerankers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        register("nan", lambda settings: _Odd(math.nan))
+        register("inf", lambda settings: _Odd(math.inf))
+        register("text", lambda settings: _Odd("high"))
+
+
+@pytest.fixture
+def odd_rerankers() -> Iterator[None]:
+    found = _Plugin()
+    manager().register(found)
+    rerank.clear_cache()
+    yield
+    manager().unregister(found)
+    rerank.clear_cache()
+
+
+@pytest.mark.parametrize("provider", ["nan", "inf", "text"])
+def test_a_reranker_score_that_is_no_finite_number_leaves_the_order(
+    odd_rerankers: None, store_root: Path, provider: str
+) -> None:
+    mem = Memory.open(
+        store_root,
+        overrides={
+            "store": {"git_commit": False},
+            "embeddings": {"enabled": False},
+            "rerank": {"provider": provider},
+        },
+    )
+    for name, times in (("a", 3), ("b", 2), ("c", 1)):
+        mem.write(f"notes/{name}.md", f"# {name}\n\n{'morning ' * times}walk\n")
+    hits = mem.search("morning", mode="bm25", limit=3)
+    assert [h.path for h in hits] == ["notes/a.md", "notes/b.md", "notes/c.md"]
+    for hit in hits:
+        assert "not a finite number" in hit.why["rerank_error"]
+        assert math.isfinite(hit.score) and "rerank_rank" not in hit.why

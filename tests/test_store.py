@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import committed
+from helpers import committed
 from memdir.doc import frontmatter
 from memdir.errors import (
+    Conflict,
     InvalidDocument,
     InvalidProvenance,
     PreconditionFailed,
@@ -19,7 +21,7 @@ from memdir.errors import (
     TooLarge,
     UnsafePath,
 )
-from memdir.files.layout import find_root
+from memdir.files.layout import find_root, is_store
 from memdir.files.store import Store
 from memdir.service import Memory
 
@@ -353,3 +355,26 @@ def test_a_forked_child_writes_durably_after_the_parent_did(mem: Memory) -> None
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert (mem.root / "notes/c.md").read_text() == "# c\n"
+
+
+def test_store_init_refuses_a_folder_inside_a_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outer = Store.init(tmp_path / "outer")
+    inner = outer / "wiki" / "deep" / "inner"
+    for make in (
+        lambda: Store.init(inner),
+        lambda: Store.init(inner, force=True),
+        lambda: Memory.init(inner),
+    ):
+        with pytest.raises(Conflict, match=re.escape(str(outer))):
+            make()
+    assert not (outer / "wiki" / "deep").exists()  # nothing was made
+    # A relative path is resolved first.
+    monkeypatch.chdir(outer / "episodes")
+    with pytest.raises(Conflict, match=re.escape(str(outer))):
+        Store.init(Path("..") / "notes" / "sub")
+    assert not (outer / "notes" / "sub").exists()
+    # Beside the store (not under it) is fine, and so is re-running init on the store itself.
+    assert is_store(Store.init(tmp_path / "beside"))
+    assert Store.init(outer, force=True) == outer

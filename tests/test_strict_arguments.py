@@ -13,7 +13,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import files_of
+from helpers import files_of
 from http_server import Live, live_server
 
 UNKNOWN = "zz_unknown"

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import SOURCES, assert_untouched, folders, git, snapshot
 from memdir.files import journal
 from memdir.files.atomic import atomic_write
 from memdir.files.store import Store
 from memdir.files.undo import SUFFIX, Undo, recover
 from memdir.service import Memory
-from test_consolidate_atomic import SOURCES, assert_untouched, folders, snapshot
-from test_engine_review import git
 
 # The child process: a writer plugin that kills its own process on its second draft, so
 # the first source's article (and its folders) are on disk and nothing is committed.

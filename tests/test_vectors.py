@@ -2,81 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from helpers import CALLS, Flaky, Letters
 from memdir.errors import InvalidQuery, MissingExtra, ModelMismatch, ProviderError
 from memdir.files.store import Store
 from memdir.index.passages import passage, turn_text
-from memdir.providers.plugins import hookimpl
 from memdir.service import Memory
-from memdir.vectors import embedder as emb
-
-CALLS: list[int] = []
-
-
-class Letters(emb.Embedder):
-    """A deterministic toy embedder: letter counts (so 'sunrise' is near 'sunrises')."""
-
-    dim = 26
-    window = 64
-
-    def __init__(self, model_id: str) -> None:
-        self.model_id = model_id
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        CALLS.append(len(texts))
-        out = np.zeros((len(texts), 26), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for ch in text.lower():
-                if "a" <= ch <= "z":
-                    out[row, ord(ch) - 97] += 1
-        return emb.normalise(out)
-
-
-class Wide(Letters):
-    """Letter counts returned as float64, as a plugin built on numpy defaults may do."""
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        return super().embed(texts).astype(np.float64)
-
-
-class Short(Letters):
-    """Rows one value short of the dimension the embedder declares."""
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        return super().embed(texts)[:, :25]
-
-
-class Flaky(Letters):
-    """Works until the test takes its service away."""
-
-    down = False
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        if Flaky.down:
-            raise ProviderError("embeddings provider 'flaky': connection refused")
-        return super().embed(texts)
-
-
-def _broken(settings: Any) -> emb.Embedder:
-    raise MissingExtra("the toy model is not installed: pip install 'memdir[vectors]'")
-
-
-class ToyPlugin:
-    @hookimpl
-    def register_embedders(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
-        register("letters", lambda settings: Letters("letters-v1"))
-        register("letters2", lambda settings: Letters("letters-v2"))
-        register("absent", _broken)
-        register("wide", lambda settings: Wide("wide-v1"))
-        register("flaky", lambda settings: Flaky("flaky-v1"))
-        register("short", lambda settings: Short("short-v1"))
-
 
 Mem = Memory
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from helpers import run_cli
 from memdir.errors import ConfigError
 from memdir.index import watch
 from memdir.index.watch import Watcher
@@ -132,8 +132,8 @@ def test_the_watch_command(store_root: Path) -> None:
 def test_serve_watches_the_store(store_root: Path) -> None:
     import httpx
 
+    from helpers import wait_for_health
     from http_server import free_port
-    from test_http_start import wait_for_health
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"

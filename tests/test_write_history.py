@@ -15,7 +15,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import run_cli
+from helpers import run_cli
 from http_server import live_server
 from memdir.doc import frontmatter, provenance
 from memdir.files.store import Store

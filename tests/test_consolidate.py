@@ -1,34 +1,21 @@
-"""Engine behaviour found in review: no source is lost or silently stuck in consolidate, a
-merge counts as the memory report counts it, and evaluate records nothing without questions."""
+"""Ingest and consolidate: no source is lost or silently stuck, a merge counts as the memory
+report counts it, the sources left in inbox/ are shown, and a store without a bundle is left
+as it was."""
 
 from __future__ import annotations
 
-import subprocess
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import BREAD, BROKEN, git, run_cli
 from memdir.doc import frontmatter
 from memdir.engine import consolidate as consolidating
-from memdir.errors import InvalidInput
+from memdir.errors import Conflict
+from memdir.files.store import Store
 from memdir.service import Memory
-
-BREAD = (
-    "# Sourdough starter care\n\nFeed the sourdough starter every day with equal weights of "
-    "flour and water. A starter kept in the fridge needs feeding the day before baking bread.\n"
-)
-BROKEN = (
-    "---\ntitle: [never closed\nbundle: kitchen\n---\n# Bread crust\n\nA hot oven with steam "
-    "gives bread a crisp crust when baking.\n"
-)
-
-
-def git(root: Path, *args: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    )
-    return out.stdout
 
 
 def drop(root: Path, rel: str, text: str) -> None:
@@ -114,33 +101,6 @@ def test_is_merged_follows_the_report_rule() -> None:
     assert consolidating.is_merged(keys, "other", "inbox/c.md")
 
 
-def test_evaluate_without_questions_records_nothing(eng: Memory) -> None:
-    eng.ingest([("bread.md", BREAD)])
-    [article] = eng.consolidate()["articles"]
-    questions = eng.root / "evals/questions.yaml"
-    questions.write_text(
-        f"questions:\n  - question: how often to feed a sourdough starter\n"
-        f"    expected: [{article}, wiki/kitchen/none/missing.md]\n",
-        encoding="utf-8",
-    )
-    first = eng.evaluate()
-    assert first["missing_expected"] == ["wiki/kitchen/none/missing.md"]
-    runs_before = (eng.root / ".memdir/runs.tsv").read_text(encoding="utf-8")
-    episodes_before = sorted((eng.root / "episodes").rglob("*.md"))
-    questions.write_text("questions: []\n", encoding="utf-8")
-    with pytest.raises(InvalidInput, match="no questions"):
-        eng.evaluate()
-    assert (eng.root / ".memdir/runs.tsv").read_text(encoding="utf-8") == runs_before
-    assert sorted((eng.root / "episodes").rglob("*.md")) == episodes_before
-    questions.write_text(
-        f"questions:\n  - question: how often to feed a sourdough starter\n"
-        f"    expected: [{article}]\n",
-        encoding="utf-8",
-    )
-    again = eng.evaluate()
-    assert again["previous_mrr"] == first["mrr"] and again["label"] == "hold"
-
-
 def test_ingest_appends_provenance_to_the_sources_own_derived_from(eng: Memory) -> None:
     own = {"type": "run", "id": "r-9", "date": "2026-01-01T00:00:00Z", "actor": "alice"}
     source = frontmatter.render({"title": "Oven", "derived-from": [own]}, BREAD)
@@ -154,3 +114,65 @@ def test_ingest_appends_provenance_to_the_sources_own_derived_from(eng: Memory) 
     [kept] = eng.ingest([("odd.md", odd)], provenance="tool:z")
     fm = frontmatter.parse((eng.root / kept["path"]).read_text(encoding="utf-8")).fm
     assert fm["derived-from"][0] == "somewhere" and fm["derived-from"][1]["id"] == "z"
+
+
+def test_consolidate_shows_the_skipped_sources_with_plan_and_without(kitchen: Memory) -> None:
+    drop(kitchen.root, "inbox/crust.md", BROKEN)
+    kitchen.ingest([("bread.md", BREAD)])
+    root = str(kitchen.root)
+
+    plan = run_cli("--root", root, "consolidate", "--plan")
+    assert plan.returncode == 0, plan.stderr
+    packet = json.loads(plan.stdout)  # stdout is only the packet, fit for `> packet.json`
+    [reason] = packet["skipped"]
+    assert reason.startswith("inbox/crust.md: ") and "frontmatter" in reason
+    assert f"skipped {reason}" in plan.stderr.decode().splitlines()
+
+    run = run_cli("--root", root, "consolidate")
+    assert run.returncode == 0, run.stderr
+    assert f"skipped {reason}" in run.stdout.decode().splitlines()
+    assert (kitchen.root / "inbox/crust.md").read_text(encoding="utf-8") == BROKEN
+
+
+def test_consolidate_with_no_bundle_leaves_the_inbox_as_it_is(tmp_path: Path) -> None:
+    """A fresh store has no bundle: every source was moved to quarantine/ as a misfit."""
+    mem = Memory.open(Store.init(tmp_path / "store"))
+    try:
+        mem.ingest([("starter.md", BREAD.encode())], provenance="run:1")
+        before = sorted(
+            p.relative_to(mem.root) for p in mem.root.rglob("*") if ".git" not in p.parts
+        )
+        with pytest.raises(Conflict, match="bundle add"):
+            mem.consolidate()
+        with pytest.raises(Conflict, match="bundle add"):
+            mem.consolidate(plan=True)
+        after = sorted(
+            p.relative_to(mem.root) for p in mem.root.rglob("*") if ".git" not in p.parts
+        )
+        assert after == before and not list((mem.root / "quarantine").glob("*.md"))
+        # An empty inbox with no bundle is no error: there is nothing to file.
+        for rel in (mem.root / "inbox").glob("*.md"):
+            rel.unlink()
+        assert mem.consolidate()["articles"] == []
+    finally:
+        mem.close()
+
+
+def test_consolidate_does_not_call_its_own_articles_a_stale_index(kitchen: Memory) -> None:
+    kitchen.ingest([("bread.md", BREAD)])
+    done = kitchen.consolidate()
+    assert done["articles"] and done["refine"]["stale_index"] is False
+    assert kitchen.doctor().ok
+
+
+def test_two_hand_dropped_misfits_of_one_name_get_their_own_ids(kitchen: Memory) -> None:
+    off = "# Markets\n\nThe stock market closed higher after the central bank held rates.\n"
+    ids = []
+    for _ in range(2):
+        drop(kitchen.root, "inbox/notes.md", off)
+        [moved] = kitchen.consolidate()["quarantined"]
+        placed = frontmatter.parse((kitchen.root / moved["to"]).read_text()).fm
+        ids.append(placed["episode_id"])
+    assert ids[0] != ids[1]
+    report = kitchen.memory_report()
+    assert not report.warnings

@@ -1,4 +1,4 @@
-"""Compatibility found in review: the bundles memdir regenerates stay OKF v0.2 bundles when the
+"""OKF compatibility: the bundles memdir regenerates stay OKF v0.2 bundles when the
 wiki holds articles a person filed by hand (odd names, deeper folders, free-form dates)."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers import BREAD
 from memdir.engine import okf
 from memdir.errors import InvalidInput
 from memdir.service import Memory
-from test_engine_review import BREAD
 
 
 def bundle_files(root: Path, bundle: str) -> dict[str, str]:
