@@ -91,6 +91,23 @@ class ServiceHandler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
+    def note_or_refuse(self, body: Any, seen: list[dict[str, Any]]) -> bool:
+        """Note the request in ``seen``; while the class's ``busy`` lasts, answer it with a
+        503 instead (True: answered, the caller stops)."""
+        seen.append(
+            {
+                "path": self.path,
+                "body": body,
+                "auth": self.headers.get("Authorization"),
+                "agent": self.headers.get("User-Agent"),
+            }
+        )
+        if getattr(self, "busy", 0):
+            type(self).busy -= 1  # type: ignore[attr-defined]
+            self.send_bytes(b"overloaded", 503)
+            return True
+        return False
+
 
 @contextmanager
 def fake_service(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:

@@ -68,17 +68,7 @@ class _Handler(ServiceHandler):
 
     def do_POST(self) -> None:
         body = self.read_json()
-        type(self).seen.append(
-            {
-                "path": self.path,
-                "body": body,
-                "auth": self.headers.get("Authorization"),
-                "agent": self.headers.get("User-Agent"),
-            }
-        )
-        if self.busy:
-            type(self).busy -= 1
-            self.send_bytes(b"overloaded", 503)
+        if self.note_or_refuse(body, type(self).seen):
             return
         if self.reply is None:
             self.send_bytes(b"", 500)
