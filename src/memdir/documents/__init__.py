@@ -1,0 +1,1 @@
+"""The document verbs of a store: write, read, list, grep, merge, forget, reindex, doctor."""

@@ -1,0 +1,752 @@
+"""The document verbs of a store: write, read, keyword search, grep, ls, the memory report,
+merge, forget, reindex, doctor. Every verb brings the index in step with the files first
+(:meth:`StoreVerbs.sync`). :class:`memdir.Memory` is built on them and adds the turns,
+retrieval and the knowledge engine as collaborators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..doc import links, paths, patterns, provenance
+from ..doc.frontmatter import json_value
+from ..doc.text import bad_char, lone_surrogate, one_line
+from ..doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
+from ..errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
+from ..files.store import Store, WriteResult, content_hash
+from ..index import Difference, Index, SyncStats, watch
+from ..index.search import Filters, Hit, bm25
+from ..kiwi import gojson
+from ..kiwi import report as coverage
+from ..settings import Settings
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    path: str
+    content: str
+    etag: str
+    section: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "etag": self.etag,
+            "section": self.section,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True)
+class GrepHit:
+    path: str
+    line: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "text": self.text}
+
+
+@dataclass
+class DoctorReport:
+    difference: Difference
+    ok: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ok = self.difference.in_step
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.difference
+        return {
+            "ok": self.ok,
+            "missing_in_index": d.missing_in_index,
+            "missing_on_disk": d.missing_on_disk,
+            "stale": d.stale,
+            "doc_rows": d.doc_rows,
+            "fts_rows": d.fts_rows,
+            "invalid_yaml": [{"path": p, "error": e} for p, e in d.invalid_yaml],
+            "invalid_utf8": d.invalid_utf8,
+        }
+
+
+def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """``key=value`` filters; values are typed as YAML 1.1 (``yes`` is true, ``42`` a number)."""
+    if not items:
+        return ()
+    pairs: list[tuple[str, Any]] = []
+    source = items.items() if isinstance(items, Mapping) else (_split_where(i) for i in items)
+    for key, raw in source:
+        if not isinstance(key, str) or not key.strip() or bad_char(key) or '"' in key:
+            raise InvalidInput(
+                f"a where filter needs a frontmatter key without quotes or control "
+                f"characters, got {key!r}"
+            )
+        if isinstance(raw, str) and lone_surrogate(raw) is not None:
+            raise InvalidInput(f"the where filter on {key!r} is not valid Unicode text")
+        value = typed_scalar(raw) if isinstance(raw, str) else raw
+        if isinstance(value, bool):
+            value = int(value)
+        elif isinstance(value, int | float):
+            value = json_value(value)  # ".inf", or an int beyond SQLite's as the index has it
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def _split_where(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise InvalidInput(f"a where filter is key=value, got {item!r}")
+    return key.strip(), value.strip()
+
+
+def typed_scalar(value: str) -> Any:
+    from ..doc.frontmatter import parse
+
+    typed = parse(f"---\nv: {value}\n---\n").fm.get("v", value) if value else value
+    return typed if isinstance(typed, str | int | float | bool) else value
+
+
+class StoreVerbs:
+    """The foundation verbs. Needs ``store``, ``index`` and ``settings``."""
+
+    store: Store
+    index: Index
+    settings: Settings
+    _last_sync: float
+    _sync_held: bool
+    _watcher: watch.Watcher | None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def sync(self, *, force: bool = False) -> SyncStats:
+        """Bring the index in step with the files (cheap when nothing changed)."""
+        if self._sync_held and not force:
+            return SyncStats()
+        # While a full rebuild runs (here or in another process) a verb answers from the
+        # index as it stands instead of waiting for the commit to apply what it found
+        # changed: the rebuild reads every file, and the first sync after it catches up.
+        if self.index.rebuilding():
+            return SyncStats()
+        # A running watcher (memdir.index.watch) brings the index in step for a round trip, so
+        # it is always asked; the interval only spaces out the walks made without one.
+        if watch.confirm(self.store.root):
+            self._last_sync = time.monotonic()
+            return SyncStats()
+        interval = self.settings.store.sync_interval_seconds
+        if not force and interval > 0 and time.monotonic() - self._last_sync < interval:
+            return SyncStats()
+        stats = self.index.sync()
+        self._last_sync = time.monotonic()
+        return stats
+
+    def sync_once(self) -> SyncStats:
+        """Sync now, then make later ``sync()`` calls no-ops (one command = one sync).
+
+        Writes made through memdir still update the index for their own paths.
+        """
+        stats = self.sync(force=True)
+        self._sync_held = True
+        return stats
+
+    def synced(self) -> AbstractContextManager[SyncStats]:
+        """Sync once, then let the verbs called inside the block skip their own sync."""
+
+        @contextmanager
+        def block() -> Iterator[SyncStats]:
+            held = self._sync_held
+            stats = self.sync()
+            self._sync_held = True
+            try:
+                yield stats
+            finally:
+                self._sync_held = held
+
+        return block()
+
+    def start_watcher(self) -> bool:
+        """Keep the index in step from change events (servers; see :mod:`memdir.index.watch`).
+
+        Starts a watcher thread unless one already runs for the store (then this process
+        asks that one) or the platform has no inotify. While one runs, every verb's sync
+        is a round trip to it (:meth:`sync`). True when this process or another one
+        watches the store.
+        """
+        if watch.running(self.store.root):
+            return True
+        watcher = watch.Watcher(self.store.root, self.index)
+        try:
+            watcher.start_thread()
+        except (ConfigError, OSError):
+            return False
+        self._watcher = watcher
+        return True
+
+    def close(self) -> None:
+        """Stop a watcher this process runs, commit pending git work and close the index."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        self.store.close()
+        self.index.close()
+
+    # -- writing -----------------------------------------------------------------------
+
+    def write(
+        self,
+        path: str,
+        content: str | bytes,
+        *,
+        provenance: str | None = None,
+        actor: str | None = None,
+        message: str | None = None,
+        if_match: str | None = None,
+    ) -> WriteResult:
+        """Write a markdown document atomically; ``provenance`` is ``type:id``."""
+        prov = _parse_provenance(provenance)
+        result = self.store.write_text(
+            path,
+            content,
+            actor=actor,
+            message=message,
+            provenance_value=prov,
+            if_match=if_match,
+        )
+        self.index.sync_paths([result.path])
+        return result
+
+    def _memory_page(self, rel: str, verb: str) -> str:
+        """``rel`` normalised, if it is a document ``verb`` may change: markdown, not a contract.
+
+        HARNESS.md and PROGRAM.md are the engine's contracts (``memdir harness accept``,
+        ``memdir bundle``): superseding, purging or merging into them is refused.
+        """
+        norm, target = self.store.resolve(rel)
+        if target.is_dir():
+            raise InvalidInput(f"{norm} is a folder, not a file")
+        if not paths.is_markdown(norm):
+            raise InvalidInput(f"cannot {verb} {norm}: only markdown (.md) files are memory")
+        if norm in CONTRACTS:
+            raise InvalidInput(
+                f"cannot {verb} {norm}: it is the store's {CONTRACTS[norm]}; edit it instead"
+            )
+        if _generated_router(norm):
+            self.store._outside_nested_repository(norm)  # a nested store's index is its own
+            raise InvalidInput(
+                f"cannot {verb} {norm}: memdir regenerates this index or log from the "
+                "articles (frontmatter there breaks the OKF bundle and is lost on the next "
+                "run); use an article instead"
+            )
+        return norm
+
+    def merge(
+        self,
+        page: str,
+        *,
+        episode: str | None = None,
+        type: str = "episode",
+        path: str | None = None,
+        note: str | None = None,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Record in ``page``'s ``merged-from`` that it consumed an episode (idempotent)."""
+        kind = one_line("type", type or "", max_chars=MAX_MERGE_CHARS).strip()
+        ident = one_line("episode id", episode or "", max_chars=MAX_MERGE_CHARS).strip()
+        ep_path = one_line("episode path", path or "", max_chars=MAX_MERGE_CHARS).strip()
+        if note is not None:
+            one_line("note", note, max_chars=MAX_MERGE_CHARS)
+        if ep_path:
+            paths.normalize(ep_path)  # refuses absolute paths, "..", control characters
+        page = self._memory_page(page, "merge into")
+        if not kind:
+            raise InvalidInput("merge needs a type")
+        if not ident and not ep_path:
+            raise InvalidInput("merge needs an episode id or an episode path (or both)")
+        key = _merge_key({"type": kind, "id": ident, "path": ep_path})
+        assert key is not None  # a type, and an id or a path, were checked above
+        entry: dict[str, Any] = {"type": kind}
+        if ident:
+            entry["id"] = ident
+        if ep_path:
+            entry["path"] = ep_path
+        entry["date"] = provenance.now_rfc3339()
+        # As for derived-from: every surface records who merged, "anonymous" when unnamed.
+        entry["actor"] = (actor or "").strip() or "anonymous"
+        if note:
+            entry["note"] = note
+        added = {"value": False}
+
+        def mutate(fm: Any) -> None:
+            current = fm.get("merged-from")
+            items = current if isinstance(current, list) else [current]
+            for item in items:
+                if isinstance(item, Mapping) and _merge_key(item) == key:
+                    return
+            if isinstance(current, list):
+                current.append(entry)
+            elif current is None:
+                fm["merged-from"] = [entry]
+            else:
+                fm["merged-from"] = [current, entry]
+            added["value"] = True
+
+        self.sync()
+        result = self.store.update_frontmatter(
+            page, mutate, actor=actor, message=f"merge {key} into {page}"
+        )
+        self.index.sync_paths([result.path])
+        return {"page": result.path, "key": key, "added": added["value"], "entry": entry}
+
+    def forget(
+        self,
+        path: str,
+        *,
+        reason: str | None = None,
+        purge: bool = False,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Supersede a document (kept, hidden from retrieval) or purge it entirely."""
+        if reason is not None:
+            one_line("reason", reason, max_chars=MAX_MERGE_CHARS)
+        self.sync()
+        norm = self._memory_page(path, "forget")
+        if purge:
+            gone = [norm]
+            # A turn's raw work log sits beside its record: what is purged for holding a
+            # secret often holds it there too.
+            side = norm[: -len(".md")] + WORKLOG_SUFFIX
+            if norm.startswith(f"{TURNS_DIR}/") and (self.store.root / side).is_file():
+                gone.append(side)
+            for rel in gone:
+                self.store.delete(rel, actor=actor, message=f"purge {rel}" + _reason(reason))
+            self.index.remove([norm])
+            return {"path": norm, "purged": True, "removed": gone}
+        stamp = {"valid_until": provenance.now_rfc3339(), "already": False}
+
+        def mutate(fm: Any) -> None:
+            # Forgotten before: the time it stopped being valid and its reason stand.
+            earlier = fm.get("valid_until")
+            if fm.get("memory_status") == "superseded" and earlier:
+                stamp["valid_until"], stamp["already"] = str(earlier), True
+                if reason and not fm.get("superseded_reason"):
+                    fm["superseded_reason"] = reason
+                return
+            fm["memory_status"] = "superseded"
+            fm["valid_until"] = stamp["valid_until"]
+            if reason:
+                fm["superseded_reason"] = reason
+
+        result = self.store.update_frontmatter(
+            norm, mutate, actor=actor, message=f"forget {norm}" + _reason(reason)
+        )
+        self.index.sync_paths([result.path])
+        return {
+            "path": norm,
+            "purged": False,
+            "memory_status": "superseded",
+            "valid_until": stamp["valid_until"],
+            "already": stamp["already"],
+        }
+
+    # -- reading -----------------------------------------------------------------------
+
+    def read(self, path: str, *, section: str | None = None) -> ReadResult:
+        """A file's content, or one section of it (by heading)."""
+        norm, _ = self.store.resolve(path)
+        raw = self.store.read_bytes(norm)
+        text = raw.decode("utf-8", errors="replace")
+        etag = f'"{content_hash(raw)[:32]}"'
+        if section is None:
+            return ReadResult(norm, text, etag)
+        from ..doc.frontmatter import parse
+
+        found = links.section(parse(text).body, section)
+        if found is None:
+            raise NotFound(f"{norm} has no section {section!r}")
+        return ReadResult(norm, found, etag, section=section)
+
+    def filters(
+        self,
+        *,
+        path_prefix: str | None = None,
+        kind: str | None = None,
+        type: str | None = None,
+        where: Iterable[str] | Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
+    ) -> Filters:
+        return Filters(
+            path_prefix=path_prefix or None,
+            kind=kind or None,
+            type=type or None,
+            where=parse_where(where),
+            include_superseded=include_superseded,
+        )
+
+    def _leading_out(self, flt: Filters) -> Filters:
+        """``flt`` leaving out what leads out of its path prefix through a symlink.
+
+        A path prefix confines what a result shows, not only the path it names (a token's
+        prefix arrives here as one): a file whose real path is outside the prefix is no
+        result. Costs a walk of the prefix's folders; nothing without a prefix.
+        """
+        if not flt.path_prefix:
+            return flt
+        out = paths.links_out(self.store.root, flt.path_prefix)
+        return replace(flt, exclude=(*flt.exclude, *out)) if out else flt
+
+    def _leaks(self, rels: list[str], flt: Filters) -> set[str]:
+        """The results among ``rels`` whose real file lies outside ``flt``'s path prefix.
+
+        Only paths through a symlink can (one ``lstat`` each, folders looked at once).
+        """
+        if not flt.path_prefix:
+            return set()
+        root = self.store.root
+        linked = paths.through_symlinks(root, rels)
+        return {rel for rel in linked if not paths.shown_within(root, rel, flt.path_prefix)}
+
+    def keyword_search(
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
+    ) -> list[Hit]:
+        """BM25 over titles and bodies; any string is a valid query."""
+        self.sync()
+        size = self._limit(limit)
+        return bm25(self.index.conn, query, filters or Filters(), size)
+
+    def _limit(self, limit: int | None) -> int:
+        size = self.settings.search.default_limit if limit is None else limit
+        if size < 1 or size > 1000:
+            raise InvalidInput(f"limit must be between 1 and 1000, got {size}")
+        return size
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        path_prefix: str | None = None,
+        ignore_case: bool = False,
+        limit: int = 200,
+        include_superseded: bool = False,
+    ) -> list[GrepHit]:
+        """Regular-expression search over the visible files, in walk order.
+
+        Patterns are run by the ``regex`` module (the syntax of Python's ``re``) with a
+        time limit: a pattern that backtracks without end ("(a+)+$") stops after
+        ``GREP_SECONDS`` in all with ``invalid_query``, instead of holding a server. What
+        would take memory without a bound is refused first (:func:`memdir.doc.patterns.check`:
+        recursion, huge counts, long patterns), and a long line is searched in windows of
+        ``GREP_WINDOW`` characters, since the engine's stack grows with the text it is given.
+        """
+        import regex
+
+        if limit < 1:
+            raise InvalidInput(f"limit must be at least 1, got {limit}")
+        patterns.check(pattern)
+        try:
+            compiled = regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+        except (regex.error, OverflowError, RecursionError, ValueError) as exc:
+            raise InvalidQuery(f"invalid regular expression {pattern!r}: {exc}") from None
+        except MemoryError:
+            raise InvalidQuery(f"the regular expression {pattern!r} is too large") from None
+        self.sync()
+        flt = self.filters(path_prefix=path_prefix, include_superseded=include_superseded)
+        condition, params = flt.sql()
+        # All the paths first: a cursor left open by an error would hold its read snapshot,
+        # and this thread's next write would fail with "database is locked".
+        rels = [
+            rel
+            for (rel,) in self.index.conn.execute(
+                f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
+            )
+        ]
+        real_root = os.path.realpath(self.store.root)
+        deadline = time.monotonic() + GREP_SECONDS
+        hits: list[GrepHit] = []
+        confined = (path_prefix or "").lstrip("/")
+        for rel in rels:
+            target = self.store.root / rel
+            real = paths.real_rel(real_root, os.fspath(target))
+            if real is None:
+                continue  # a symlink out of the store (an index older than that rule)
+            if not real.startswith(confined):
+                continue  # a symlink under the prefix to a file outside it shows that file
+            try:
+                text = target.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for number, line in enumerate(text.splitlines(), start=1):
+                span = _grep_line(compiled, pattern, line, deadline)
+                if span is not None:
+                    hits.append(GrepHit(rel, number, _around(line, *span)))
+                    if len(hits) >= limit:
+                        return hits
+        return hits
+
+    def ls(
+        self, prefix: str | None = None, *, include_superseded: bool = False
+    ) -> list[dict[str, Any]]:
+        """The visible documents under ``prefix``, in walk order.
+
+        A symlink under ``prefix`` whose file or folder lies outside it is not listed: its
+        title and size are the other file's (:func:`memdir.doc.paths.links_out`).
+        """
+        self.sync()
+        flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
+        flt = self._leading_out(flt)
+        condition, params = flt.sql()
+        from ..index.search import present
+
+        rows = self.index.conn.execute(
+            "SELECT d.path, d.title, d.type, d.memory_kind, d.size, d.thread, d.user, "
+            f"d.created, d.episode_id FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key",
+            params,
+        )
+        # A turn is titled as search shows it (thread · user · time), not by its id.
+        return [
+            {
+                "path": row["path"],
+                "title": (
+                    present(str(row["title"] or ""), "", row)[0]
+                    if str(row["type"] or "").lower() == "turn"
+                    else row["title"]
+                ),
+                "type": row["type"],
+                "memory_kind": row["memory_kind"],
+                "size": row["size"],
+            }
+            for row in rows
+        ]
+
+    # -- memory report ------------------------------------------------------------------
+
+    def episodes_prefix(self, override: str | None = None) -> str:
+        if override:
+            return coverage.normalize_prefix(override)
+        return coverage.normalize_prefix(self.settings.memory.episodes_path_prefix)
+
+    def memory_report(
+        self, *, episodes_prefix: str | None = None, now: datetime | None = None
+    ) -> coverage.Report:
+        """The KiwiFS-compatible coverage report, computed from the index."""
+        text = self.memory_report_text(episodes_prefix=episodes_prefix, now=now)
+        return coverage.report_from_json(json.loads(text.json))
+
+    def memory_report_text(
+        self, *, episodes_prefix: str | None = None, now: datetime | None = None
+    ) -> ReportText:
+        """The report as the exact JSON text KiwiFS prints, with what a caller checks.
+
+        The text is cached in the index's meta table under the index generation and the
+        prefix, with the inputs of the two metrics that depend on the time
+        (``avg_age_days``, ``expired_count``); a repeat call on an unchanged store only
+        computes those two and puts them in place.
+        """
+        self.sync()
+        prefix = self.episodes_prefix(episodes_prefix)
+        when = now or datetime.now(UTC)
+        key = "memory_report:" + prefix
+        generation = self.index.generation
+        entry = _ReportEntry.load(self.index.meta(key), generation)
+        if entry is None:
+            cur = self.index.conn.cursor()
+            cur.row_factory = None
+            rows = cur.execute("SELECT facts FROM docs ORDER BY walk_key")
+            facts = [coverage.FileFacts.from_json(row[0]) for row in rows]
+            entry = _ReportEntry.build(facts, prefix, when, generation)
+            try:
+                with self.index.transaction() as conn:
+                    if self.index.generation == generation:
+                        self.index.set_meta(conn, key, entry.dumps())
+            except (sqlite3.Error, IndexBusy):
+                pass  # a read-only index, or one another process rebuilds: serve uncached
+        return entry.at(when)
+
+    # -- index maintenance --------------------------------------------------------------
+
+    def reindex(self, *, full: bool = False) -> SyncStats:
+        """Sync the index, or rebuild it from the files with ``full``."""
+        stats = self.index.rebuild() if full else self.index.sync()
+        self._last_sync = time.monotonic()
+        return stats
+
+    def doctor(self) -> DoctorReport:
+        """Compare the index with the files (nothing is changed)."""
+        return DoctorReport(self.index.compare())
+
+
+@dataclass
+class ReportText:
+    """The report's KiwiFS JSON (no trailing newline) and the fields commands check."""
+
+    json: str
+    coverage_pct: float
+    warnings: list[str]
+
+
+# The engine's contracts at the store's root: changed by editing, never forgotten or merged.
+CONTRACTS = {
+    "HARNESS.md": "harness (memdir harness accept)",
+    "PROGRAM.md": "program (memdir bundle)",
+}
+
+
+def _generated_router(norm: str) -> bool:
+    """True for the store's top ``index.md`` and a bundle's reserved OKF ``index.md``/``log.md``
+    (at any depth under ``wiki/<bundle>/``): files the engine rewrites from the articles."""
+    if norm == "index.md":
+        return True
+    parts = norm.split("/")
+    return len(parts) >= 3 and parts[0] == "wiki" and parts[-1] in ("index.md", "log.md")
+
+
+# A grep stops with invalid_query after this long (a pattern that backtracks without end).
+GREP_SECONDS = 5.0
+# A longer line is searched in windows this long, each overlapping the one before by
+# GREP_OVERLAP: the engine's stack grows with its text ("(a)+c" took 377 MB over one line of
+# 4 million characters), so a window bounds what one search can take.
+GREP_WINDOW = 65_536
+GREP_OVERLAP = 4_096
+
+
+def _grep_line(compiled: Any, pattern: str, line: str, deadline: float) -> tuple[int, int] | None:
+    """Where ``compiled`` first matches ``line`` (searched window by window), or None."""
+    start = 0
+    while True:
+        end = min(start + GREP_WINDOW, len(line))
+        try:
+            found = compiled.search(line, start, end, timeout=max(deadline - time.monotonic(), 0))
+        except TimeoutError:
+            raise InvalidQuery(
+                f"the regular expression {pattern!r} took longer than {GREP_SECONDS:g} s "
+                "(it backtracks too much); simplify it"
+            ) from None
+        except MemoryError:
+            raise InvalidQuery(
+                f"the regular expression {pattern!r} needs too much memory; simplify it"
+            ) from None
+        # A match that ends where a window is cut may be the cut's doing ("$" matches there):
+        # the next window, which overlaps this one, decides.
+        if found and (end == len(line) or found.end() < end):
+            return found.start(), found.end()
+        if end == len(line):
+            return None
+        start = end - GREP_OVERLAP
+
+
+GREP_LINE_CHARS = 1000  # a longer matching line is cut to this much around its match
+
+
+def _around(line: str, start: int, end: int) -> str:
+    """``line``, or when longer than GREP_LINE_CHARS the part around ``start:end`` with "…"
+    where it was cut (a file of one huge line must not make a huge answer)."""
+    if len(line) <= GREP_LINE_CHARS:
+        return line
+    middle = (start + min(end, start + GREP_LINE_CHARS)) // 2  # of the match's shown part
+    left = min(max(middle - GREP_LINE_CHARS // 2, 0), len(line) - GREP_LINE_CHARS)
+    right = left + GREP_LINE_CHARS
+    return ("…" if left else "") + line[left:right] + ("…" if right < len(line) else "")
+
+
+# Longest id, type, path, note or reason a merge or forget records.
+MAX_MERGE_CHARS = 1000
+# Placeholders for the time-dependent metrics, as gojson.go_string writes them; they come
+# before the file lists in KiwiFS's field order, so the first occurrence is the field.
+_AVG = "\x01avg_age_days"
+_EXPIRED = "\x01expired_count"
+
+
+@dataclass
+class _ReportEntry:
+    """A cached report: its JSON text with placeholders, and what fills them."""
+
+    generation: int
+    mtime_sum: float
+    age_n: int
+    expires: list[float]
+    coverage_pct: float
+    warnings: list[str]
+    text: str
+
+    @classmethod
+    def build(
+        cls, facts: list[coverage.FileFacts], prefix: str, now: datetime, generation: int
+    ) -> _ReportEntry:
+        report = coverage.build_report(facts, prefix, now)
+        mtime_sum = 0.0
+        age_n = 0
+        for f in facts:  # the same sum, in the same order, as coverage.build_report
+            if not f.memory_status or f.memory_status == "active":
+                mtime_sum += f.mtime
+                age_n += 1
+        data = coverage.report_to_json(report)
+        data["avg_age_days"] = _AVG
+        data["expired_count"] = _EXPIRED
+        return cls(
+            generation=generation,
+            mtime_sum=mtime_sum,
+            age_n=age_n,
+            expires=[f.expires_at for f in facts if f.expires_at is not None],
+            coverage_pct=report.coverage_pct,
+            warnings=list(report.warnings),
+            text=gojson.dumps_go(data),
+        )
+
+    def dumps(self) -> str:
+        head = {k: v for k, v in self.__dict__.items() if k != "text"}
+        return json.dumps(head, ensure_ascii=False, separators=(",", ":")) + "\n" + self.text
+
+    @classmethod
+    def load(cls, value: str | None, generation: int) -> _ReportEntry | None:
+        """The cached entry when it belongs to ``generation``."""
+        if not value:
+            return None
+        head, _, text = value.partition("\n")
+        try:
+            data = json.loads(head)
+            if data.get("generation") != generation:
+                return None
+            return cls(**data, text=text)
+        except (ValueError, TypeError):
+            return None
+
+    def at(self, now: datetime) -> ReportText:
+        now_ts = now.timestamp()
+        n = self.age_n
+        avg = (now_ts - self.mtime_sum / n) / 86400.0 if n else 0.0
+        expired = sum(1 for e in self.expires if e < now_ts)
+        text = self.text.replace(gojson.go_string(_AVG), gojson.go_float(avg), 1)
+        text = text.replace(gojson.go_string(_EXPIRED), str(expired), 1)
+        return ReportText(text, self.coverage_pct, self.warnings)
+
+
+def _parse_provenance(value: str | None) -> tuple[str, str] | None:
+    if value is None:
+        return None
+    return provenance.parse(value)
+
+
+def _reason(reason: str | None) -> str:
+    return f": {reason}" if reason else ""
+
+
+def _merge_key(item: Mapping[str, Any]) -> str | None:
+    kind = item.get("type")
+    if not isinstance(kind, str) or not kind.strip():
+        return None
+    ident = item.get("id")
+    if isinstance(ident, str) and ident.strip():
+        return f"{kind.strip().lower()}:{ident.strip()}"
+    path = item.get("path")
+    if isinstance(path, str) and path.strip():  # as the memory report reads it (coverage.py)
+        return f"{kind.strip().lower()}:path:{path.strip().replace(chr(92), '/')}"
+    return None
