@@ -195,7 +195,7 @@ def test_engine_tools_over_stdio(store_root: Path) -> None:
 def test_a_slow_tool_call_does_not_hold_other_calls(
     store_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memdir.documents import verbs as service
+    from memdir.documents import grep as service
 
     monkeypatch.setattr(service, "GREP_SECONDS", 3.0)
     (store_root / "notes").mkdir(exist_ok=True)

@@ -12,7 +12,7 @@ import pytest
 from helpers import run_cli
 from http_server import live_server
 from memdir.doc import patterns
-from memdir.documents import verbs as service
+from memdir.documents import grep as service
 from memdir.errors import InvalidQuery
 from memdir.service import Memory
 

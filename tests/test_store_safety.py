@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_cli
-from memdir.documents import verbs as service
+from memdir.documents import grep as service
 from memdir.errors import (
     ConfigError,
     Conflict,

@@ -17,16 +17,18 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..doc import links, paths, patterns, provenance
-from ..doc.frontmatter import json_value
-from ..doc.text import bad_char, lone_surrogate, one_line
+from ..doc.text import one_line
 from ..doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
+from ..doc.where import parse_where
 from ..errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
 from ..files.store import Store, WriteResult, content_hash
 from ..index import Difference, Index, SyncStats, watch
 from ..index.search import Filters, Hit, bm25
-from ..kiwi import gojson
 from ..kiwi import report as coverage
 from ..settings import Settings
+from . import grep as grepping
+from .grep import around, grep_line
+from .reportcache import ReportEntry, ReportText
 
 if TYPE_CHECKING:
     pass
@@ -78,43 +80,6 @@ class DoctorReport:
             "invalid_yaml": [{"path": p, "error": e} for p, e in d.invalid_yaml],
             "invalid_utf8": d.invalid_utf8,
         }
-
-
-def parse_where(items: Iterable[str] | Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
-    """``key=value`` filters; values are typed as YAML 1.1 (``yes`` is true, ``42`` a number)."""
-    if not items:
-        return ()
-    pairs: list[tuple[str, Any]] = []
-    source = items.items() if isinstance(items, Mapping) else (_split_where(i) for i in items)
-    for key, raw in source:
-        if not isinstance(key, str) or not key.strip() or bad_char(key) or '"' in key:
-            raise InvalidInput(
-                f"a where filter needs a frontmatter key without quotes or control "
-                f"characters, got {key!r}"
-            )
-        if isinstance(raw, str) and lone_surrogate(raw) is not None:
-            raise InvalidInput(f"the where filter on {key!r} is not valid Unicode text")
-        value = typed_scalar(raw) if isinstance(raw, str) else raw
-        if isinstance(value, bool):
-            value = int(value)
-        elif isinstance(value, int | float):
-            value = json_value(value)  # ".inf", or an int beyond SQLite's as the index has it
-        pairs.append((key, value))
-    return tuple(pairs)
-
-
-def _split_where(item: str) -> tuple[str, str]:
-    key, sep, value = item.partition("=")
-    if not sep or not key.strip():
-        raise InvalidInput(f"a where filter is key=value, got {item!r}")
-    return key.strip(), value.strip()
-
-
-def typed_scalar(value: str) -> Any:
-    from ..doc.frontmatter import parse
-
-    typed = parse(f"---\nv: {value}\n---\n").fm.get("v", value) if value else value
-    return typed if isinstance(typed, str | int | float | bool) else value
 
 
 class StoreVerbs:
@@ -470,7 +435,7 @@ class StoreVerbs:
             )
         ]
         real_root = os.path.realpath(self.store.root)
-        deadline = time.monotonic() + GREP_SECONDS
+        deadline = time.monotonic() + grepping.GREP_SECONDS
         hits: list[GrepHit] = []
         confined = (path_prefix or "").lstrip("/")
         for rel in rels:
@@ -485,9 +450,9 @@ class StoreVerbs:
             except OSError:
                 continue
             for number, line in enumerate(text.splitlines(), start=1):
-                span = _grep_line(compiled, pattern, line, deadline)
+                span = grep_line(compiled, pattern, line, deadline)
                 if span is not None:
-                    hits.append(GrepHit(rel, number, _around(line, *span)))
+                    hits.append(GrepHit(rel, number, around(line, *span)))
                     if len(hits) >= limit:
                         return hits
         return hits
@@ -556,13 +521,13 @@ class StoreVerbs:
         when = now or datetime.now(UTC)
         key = "memory_report:" + prefix
         generation = self.index.generation
-        entry = _ReportEntry.load(self.index.meta(key), generation)
+        entry = ReportEntry.load(self.index.meta(key), generation)
         if entry is None:
             cur = self.index.conn.cursor()
             cur.row_factory = None
             rows = cur.execute("SELECT facts FROM docs ORDER BY walk_key")
             facts = [coverage.FileFacts.from_json(row[0]) for row in rows]
-            entry = _ReportEntry.build(facts, prefix, when, generation)
+            entry = ReportEntry.build(facts, prefix, when, generation)
             try:
                 with self.index.transaction() as conn:
                     if self.index.generation == generation:
@@ -584,15 +549,6 @@ class StoreVerbs:
         return DoctorReport(self.index.compare())
 
 
-@dataclass
-class ReportText:
-    """The report's KiwiFS JSON (no trailing newline) and the fields commands check."""
-
-    json: str
-    coverage_pct: float
-    warnings: list[str]
-
-
 # The engine's contracts at the store's root: changed by editing, never forgotten or merged.
 CONTRACTS = {
     "HARNESS.md": "harness (memdir harness accept)",
@@ -609,124 +565,7 @@ def _generated_router(norm: str) -> bool:
     return len(parts) >= 3 and parts[0] == "wiki" and parts[-1] in ("index.md", "log.md")
 
 
-# A grep stops with invalid_query after this long (a pattern that backtracks without end).
-GREP_SECONDS = 5.0
-# A longer line is searched in windows this long, each overlapping the one before by
-# GREP_OVERLAP: the engine's stack grows with its text ("(a)+c" took 377 MB over one line of
-# 4 million characters), so a window bounds what one search can take.
-GREP_WINDOW = 65_536
-GREP_OVERLAP = 4_096
-
-
-def _grep_line(compiled: Any, pattern: str, line: str, deadline: float) -> tuple[int, int] | None:
-    """Where ``compiled`` first matches ``line`` (searched window by window), or None."""
-    start = 0
-    while True:
-        end = min(start + GREP_WINDOW, len(line))
-        try:
-            found = compiled.search(line, start, end, timeout=max(deadline - time.monotonic(), 0))
-        except TimeoutError:
-            raise InvalidQuery(
-                f"the regular expression {pattern!r} took longer than {GREP_SECONDS:g} s "
-                "(it backtracks too much); simplify it"
-            ) from None
-        except MemoryError:
-            raise InvalidQuery(
-                f"the regular expression {pattern!r} needs too much memory; simplify it"
-            ) from None
-        # A match that ends where a window is cut may be the cut's doing ("$" matches there):
-        # the next window, which overlaps this one, decides.
-        if found and (end == len(line) or found.end() < end):
-            return found.start(), found.end()
-        if end == len(line):
-            return None
-        start = end - GREP_OVERLAP
-
-
-GREP_LINE_CHARS = 1000  # a longer matching line is cut to this much around its match
-
-
-def _around(line: str, start: int, end: int) -> str:
-    """``line``, or when longer than GREP_LINE_CHARS the part around ``start:end`` with "…"
-    where it was cut (a file of one huge line must not make a huge answer)."""
-    if len(line) <= GREP_LINE_CHARS:
-        return line
-    middle = (start + min(end, start + GREP_LINE_CHARS)) // 2  # of the match's shown part
-    left = min(max(middle - GREP_LINE_CHARS // 2, 0), len(line) - GREP_LINE_CHARS)
-    right = left + GREP_LINE_CHARS
-    return ("…" if left else "") + line[left:right] + ("…" if right < len(line) else "")
-
-
-# Longest id, type, path, note or reason a merge or forget records.
 MAX_MERGE_CHARS = 1000
-# Placeholders for the time-dependent metrics, as gojson.go_string writes them; they come
-# before the file lists in KiwiFS's field order, so the first occurrence is the field.
-_AVG = "\x01avg_age_days"
-_EXPIRED = "\x01expired_count"
-
-
-@dataclass
-class _ReportEntry:
-    """A cached report: its JSON text with placeholders, and what fills them."""
-
-    generation: int
-    mtime_sum: float
-    age_n: int
-    expires: list[float]
-    coverage_pct: float
-    warnings: list[str]
-    text: str
-
-    @classmethod
-    def build(
-        cls, facts: list[coverage.FileFacts], prefix: str, now: datetime, generation: int
-    ) -> _ReportEntry:
-        report = coverage.build_report(facts, prefix, now)
-        mtime_sum = 0.0
-        age_n = 0
-        for f in facts:  # the same sum, in the same order, as coverage.build_report
-            if not f.memory_status or f.memory_status == "active":
-                mtime_sum += f.mtime
-                age_n += 1
-        data = coverage.report_to_json(report)
-        data["avg_age_days"] = _AVG
-        data["expired_count"] = _EXPIRED
-        return cls(
-            generation=generation,
-            mtime_sum=mtime_sum,
-            age_n=age_n,
-            expires=[f.expires_at for f in facts if f.expires_at is not None],
-            coverage_pct=report.coverage_pct,
-            warnings=list(report.warnings),
-            text=gojson.dumps_go(data),
-        )
-
-    def dumps(self) -> str:
-        head = {k: v for k, v in self.__dict__.items() if k != "text"}
-        return json.dumps(head, ensure_ascii=False, separators=(",", ":")) + "\n" + self.text
-
-    @classmethod
-    def load(cls, value: str | None, generation: int) -> _ReportEntry | None:
-        """The cached entry when it belongs to ``generation``."""
-        if not value:
-            return None
-        head, _, text = value.partition("\n")
-        try:
-            data = json.loads(head)
-            if data.get("generation") != generation:
-                return None
-            return cls(**data, text=text)
-        except (ValueError, TypeError):
-            return None
-
-    def at(self, now: datetime) -> ReportText:
-        now_ts = now.timestamp()
-        n = self.age_n
-        avg = (now_ts - self.mtime_sum / n) / 86400.0 if n else 0.0
-        expired = sum(1 for e in self.expires if e < now_ts)
-        text = self.text.replace(gojson.go_string(_AVG), gojson.go_float(avg), 1)
-        text = text.replace(gojson.go_string(_EXPIRED), str(expired), 1)
-        return ReportText(text, self.coverage_pct, self.warnings)
 
 
 def _parse_provenance(value: str | None) -> tuple[str, str] | None:
