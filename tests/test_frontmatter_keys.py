@@ -127,6 +127,7 @@ def _plain_key_reads_as_one_key(key: str) -> bool:
 def test_a_plain_key_survives_a_round_trip(key: str) -> None:
     assume(key == key.strip() and _plain_key_reads_as_one_key(key))
     assume(not key.startswith(("<<", "---")))
+    assume(not key.startswith(('"', "'")))  # quoted, not plain: `""` is the empty key
     doc = f"---\n{key}: 1\nother: x\n---\nbody\n"
     parsed = frontmatter.parse(doc)
     if parsed.error is not None:  # memdir refuses what PyYAML reads (an alias, a tag)
