@@ -5,15 +5,36 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 from ..access import LOCAL, Principal, TokenRegistry, authorize_path
 from ..errors import MemdirError
 from ..files import claims
 from ..service import Memory
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+REMOVES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+
+Path = Annotated[str, Field(description="Store-relative path, e.g. wiki/ops/deploys.md")]
+Prefix = Annotated[
+    str | None, Field(description="Only paths starting with this prefix, e.g. episodes/")
+]
+Limit = Annotated[int | None, Field(description="How many results (default 10).", ge=1, le=1000)]
+Provenance = Annotated[
+    str | None, Field(description="Where this came from, as type:id (e.g. run:42, session:abc).")
+]
+Actor = Annotated[str | None, Field(description="Who is writing (your agent name).")]
+Superseded = Annotated[
+    bool, Field(description="Also documents that were forgotten (superseded); default no.")
+]
+SearchMode = Literal["auto", "bm25", "vector", "hybrid"]
 
 
 def _principal(ctx: Context | None, registry: TokenRegistry) -> Principal:

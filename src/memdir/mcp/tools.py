@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -13,30 +13,21 @@ from pydantic import Field
 from ..access import Principal
 from ..doc.ids import new_id
 from ..doc.turnrecord import is_turn_id, turn_path
-from ..errors import InvalidInput
-
-if TYPE_CHECKING:
-    from .tooling import Tooling
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-REMOVES = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
-
-Path = Annotated[str, Field(description="Store-relative path, e.g. wiki/ops/deploys.md")]
-Prefix = Annotated[
-    str | None, Field(description="Only paths starting with this prefix, e.g. episodes/")
-]
-Limit = Annotated[int | None, Field(description="How many results (default 10).", ge=1, le=1000)]
-Provenance = Annotated[
-    str | None, Field(description="Where this came from, as type:id (e.g. run:42, session:abc).")
-]
-Actor = Annotated[str | None, Field(description="Who is writing (your agent name).")]
-Superseded = Annotated[
-    bool, Field(description="Also documents that were forgotten (superseded); default no.")
-]
-SearchMode = Literal["auto", "bm25", "vector", "hybrid"]
+from . import engine_tools
+from .tooling import (
+    READ_ONLY,
+    REMOVES,
+    WRITES,
+    Actor,
+    F,
+    Limit,
+    Path,
+    Prefix,
+    Provenance,
+    SearchMode,
+    Superseded,
+    Tooling,
+)
 
 
 def register(server: MCPServer, t: Tooling) -> None:
@@ -411,171 +402,7 @@ def register(server: MCPServer, t: Tooling) -> None:
 
         return t.run(ctx, "write", "forget", body)
 
-    # -- the knowledge engine ------------------------------------------------------------
-
-    @tool(
-        "Put raw sources (notes, transcripts, documents) into the inbox as episodes, to be "
-        "consolidated into the wiki later. Give each a name and its text.",
-        writes=True,
-    )
-    def ingest(
-        sources: Annotated[
-            list[dict[str, str]],
-            Field(description="A list of {name, content} objects.", min_length=1),
-        ],
-        ctx: Context,
-        provenance: Provenance = None,
-        actor: Actor = None,
-    ) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.check_path("inbox/")
-            items = []
-            for n, item in enumerate(sources, start=1):
-                name, content = item.get("name"), item.get("content")
-                if not isinstance(name, str) or not isinstance(content, str):
-                    raise InvalidInput(f"source {n} needs a name and a content (both text)")
-                items.append((name, content))
-            who = t.author(p, actor)
-            return mem.ingest(items, actor=who, provenance=provenance)
-
-        return t.run(ctx, "write", "ingest", body)
-
-    @tool(
-        "Step 1 of consolidating with you as the writer: returns the work packet (the "
-        "unmerged inbox sources, the bundle each belongs to, the article contract). Write the "
-        "articles it asks for, then call consolidate_apply with the completed packet."
-    )
-    def consolidate_plan(ctx: Context) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.require_unconfined("consolidate")
-            return mem.consolidate(plan=True)
-
-        return t.run(ctx, "read", "consolidate_plan", body)
-
-    @tool(
-        "Step 2 of consolidating: file the completed work packet (articles with citations); "
-        "memdir validates it, writes the articles, records merged-from and updates the "
-        "routers. Without a packet, memdir consolidates the inbox with its own offline writer.",
-        writes=True,
-    )
-    def consolidate_apply(
-        ctx: Context,
-        packet: Annotated[
-            dict[str, Any] | None,
-            Field(
-                description='What the plan\'s contract.return asks for: {"articles": [{"source", '
-                '"bundle", "topic", "article"}]}, one article per source. Omit it to let memdir '
-                "write the articles itself."
-            ),
-        ] = None,
-        limit: Annotated[
-            int | None,
-            Field(description="Without a packet: at most this many sources.", ge=1, le=100_000),
-        ] = None,
-        actor: Actor = None,
-    ) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.require_unconfined("consolidate")
-            who = t.author(p, actor)
-            return mem.consolidate(apply=packet, limit=limit, actor=who)
-
-        return t.run(ctx, "write", "consolidate_apply", body)
-
-    @tool(
-        "Ask the wiki a question: tiered recall (snapshot, then the index routers, then "
-        "search) returning the articles that answer it with citations, or saying plainly that "
-        "nothing was found. Prefer it to search for questions about durable knowledge."
-    )
-    def query(
-        question: Annotated[str, Field(description="The question in plain words.")],
-        ctx: Context,
-    ) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.require_unconfined("query")
-            return mem.query(question)
-
-        return t.run(ctx, "read", "query", body)
-
-    @tool(
-        "Audit the wiki against the frozen harness: drift and its components, OKF "
-        "conformance, and whether it regressed since the previous audit. Records the run.",
-        writes=True,
-    )
-    def refine(
-        ctx: Context,
-        label: Annotated[str | None, Field(description="A name for this run.")] = None,
-    ) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.require_unconfined("refine")
-            return mem.refine(label=label)
-
-        return t.run(ctx, "write", "refine", body)
-
-    @tool(
-        "Run the store's evaluation questions (evals/questions.yaml) through query: hit@k, "
-        "MRR and files read, compared with the previous run. Records the run.",
-        writes=True,
-    )
-    def evaluate(ctx: Context) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.require_unconfined("evaluate")
-            return mem.evaluate()
-
-        return t.run(ctx, "write", "evaluate", body)
-
-    @tool(
-        "Learn from experience: merge recurring insights of episodes into LESSONS.md, "
-        "distil old episodes and regenerate SNAPSHOT.md (the snapshot `context` starts "
-        "with). Run it at the end of a session or after consolidating.",
-        writes=True,
-    )
-    def reflect(ctx: Context) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.require_unconfined("reflect")
-            return mem.reflect()
-
-        return t.run(ctx, "write", "reflect", body)
-
-    @tool(
-        "Record an experience episode for `reflect` to learn from: life (something that "
-        "happened, with the actions taken, the outcome and its insights) or signal (a "
-        "recurring cue worth noticing).",
-        writes=True,
-    )
-    def episode_add(
-        *,
-        kind: Annotated[Literal["life", "signal"], Field(description="life or signal.")],
-        situation: Annotated[str, Field(description="What the situation was.")],
-        ctx: Context,
-        actions: Annotated[
-            list[str] | None, Field(description="What was done, one step each.")
-        ] = None,
-        outcome: Annotated[
-            Literal["success", "partial", "failure"], Field(description="How it went.")
-        ] = "success",
-        insights: Annotated[
-            list[str] | None, Field(description="What to remember next time.")
-        ] = None,
-        tags: Annotated[list[str] | None, Field(description="Tags for finding it.")] = None,
-        intent: Annotated[str, Field(description="What you were trying to do.")] = "",
-        slug: Annotated[
-            str | None, Field(description="A short name for a signal episode's file.")
-        ] = None,
-    ) -> CallToolResult:
-        def body(p: Principal) -> Any:
-            p.check_path(f"episodes/{kind}/")
-            return mem.episode_add(
-                kind=kind,
-                situation=situation,
-                actions=actions or (),
-                outcome=outcome,
-                insights=insights or (),
-                tags=tags or (),
-                intent=intent,
-                slug=slug,
-            )
-
-        return t.run(ctx, "write", "episode_add", body)
+    engine_tools.register(tool, t)
 
     # -- index maintenance ---------------------------------------------------------------
 
@@ -599,5 +426,4 @@ def register(server: MCPServer, t: Tooling) -> None:
         return t.run(ctx, "admin", "reindex", lambda p: mem.reindex(full=full))
 
     _ = (context, search, grep, read, walk, turn_record, turn_show, turn_ancestors)
-    _ = (turn_descendants, write, memory_report, merge, forget, ingest, consolidate_plan)
-    _ = (consolidate_apply, query, refine, evaluate, reflect, episode_add, doctor, reindex)
+    _ = (turn_descendants, write, memory_report, merge, forget, doctor, reindex)
