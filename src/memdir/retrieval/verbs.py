@@ -150,7 +150,7 @@ class Retrieval:
         (Superseding hides the document at once; its vectors go at the next vector sync.)
         """
         if purge:
-            from ..vectors.index import drop_unindexed
+            from ..index.vectorrows import drop_unindexed
 
             with self.index.transaction() as conn:
                 drop_unindexed(conn)

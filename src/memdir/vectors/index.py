@@ -30,14 +30,15 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelMismatch, ProviderError
 from ..index import passages, postings
-from ..index.passages import document_texts, has_passages
+from ..index.passages import batches, document_texts, has_passages
 from ..index.search import Filters
+from ..index.vectorrows import drop_docs, drop_unindexed
 from .matrix import ChunkMatrix, ChunkRow, Snapshot, exact_scores
 
 if TYPE_CHECKING:
@@ -81,78 +82,6 @@ class FirstPass:
     query: Any = None
     order_by: Any = None  # approximate scores (int8 or float32); masked rows -inf
     upper: Any = None  # approximation + error bound
-
-
-_VISIBLE = "SELECT id FROM docs WHERE hidden = 0 AND zone = 0"
-
-
-def drop_unindexed(conn: sqlite3.Connection) -> int:
-    """Forget chunks, vectors and passages of documents that are gone, hidden or out of zone.
-
-    Needs no embedder (purge calls it); vectors of every model whose text no chunk
-    holds any more are deleted. Returns how many documents lost their chunks.
-    """
-    cur = conn.execute(f"DELETE FROM chunks WHERE doc_id NOT IN ({_VISIBLE})")
-    removed = cur.rowcount or 0
-    conn.execute(f"DELETE FROM embedded WHERE doc_id NOT IN ({_VISIBLE})")
-    if removed:
-        conn.execute("DELETE FROM vectors WHERE text_hash NOT IN (SELECT text_hash FROM chunks)")
-    if has_passages(conn):
-        gone = conn.execute(
-            f"SELECT doc_id, thread FROM passage_links WHERE doc_id NOT IN ({_VISIBLE})"
-        ).fetchall()
-        passages.drop(conn, [(int(r[0]), r[1]) for r in gone])
-    return removed
-
-
-def _drop_docs(conn: sqlite3.Connection, doc_ids: Sequence[int]) -> int:
-    """:func:`drop_unindexed` for these documents only (those of the doc log).
-
-    Vectors whose text was held only by the chunks dropped are deleted. Returns how
-    many of the documents lost their chunks.
-    """
-    gone: list[int] = []
-    for part in _batches(list(doc_ids), 500):
-        marks = ",".join("?" * len(part))
-        visible = {
-            int(r[0])
-            for r in conn.execute(
-                f"SELECT id FROM docs WHERE id IN ({marks}) AND hidden = 0 AND zone = 0", part
-            )
-        }
-        gone.extend(d for d in part if d not in visible)
-    removed = 0
-    orphans: set[str] = set()
-    for part in _batches(gone, 500):
-        marks = ",".join("?" * len(part))
-        orphans.update(
-            str(r[0])
-            for r in conn.execute(f"SELECT text_hash FROM chunks WHERE doc_id IN ({marks})", part)
-        )
-        removed += int(
-            conn.execute(
-                f"SELECT count(DISTINCT doc_id) FROM chunks WHERE doc_id IN ({marks})", part
-            ).fetchone()[0]
-        )
-        conn.execute(f"DELETE FROM chunks WHERE doc_id IN ({marks})", part)
-        conn.execute(f"DELETE FROM embedded WHERE doc_id IN ({marks})", part)
-    conn.executemany(
-        "DELETE FROM vectors WHERE text_hash = ? "
-        "AND NOT EXISTS (SELECT 1 FROM chunks WHERE text_hash = ?)",
-        [(h, h) for h in sorted(orphans)],
-    )
-    if gone and has_passages(conn):
-        found: list[tuple[int, str | None]] = []
-        for part in _batches(gone, 500):
-            marks = ",".join("?" * len(part))
-            found.extend(
-                (int(r[0]), r[1])
-                for r in conn.execute(
-                    f"SELECT doc_id, thread FROM passage_links WHERE doc_id IN ({marks})", part
-                )
-            )
-        passages.drop(conn, found)
-    return removed
 
 
 def _text_hash(text: str) -> str:
@@ -255,7 +184,7 @@ class VectorIndex:
             rows = conn.execute(query + " ORDER BY d.id", (self.model,)).fetchall()
         else:
             rows = []
-            for part in _batches(sorted(among), 500):
+            for part in batches(sorted(among), 500):
                 marks = ",".join("?" * len(part))
                 rows += conn.execute(f"{query} AND d.id IN ({marks})", (self.model, *part))
             rows.sort(key=lambda r: int(r[0]))
@@ -285,7 +214,7 @@ class VectorIndex:
     def _absent(conn: sqlite3.Connection, doc_ids: Sequence[int]) -> list[int]:
         """The ids among these that no document has (deleted)."""
         found: set[int] = set()
-        for part in _batches(list(doc_ids), 500):
+        for part in batches(list(doc_ids), 500):
             marks = ",".join("?" * len(part))
             found.update(
                 int(r[0]) for r in conn.execute(f"SELECT id FROM docs WHERE id IN ({marks})", part)
@@ -347,7 +276,7 @@ class VectorIndex:
                 if changed is None:
                     stats.removed = self._drop_stale(wconn)
                 else:
-                    stats.removed = _drop_docs(wconn, changed)
+                    stats.removed = drop_docs(wconn, changed)
                 if not self.stored_model():
                     self.index.set_meta(wconn, "vectors_model", self.model)
                 self.index.set_meta(wconn, "vectors_generation", f"{generation}:{self.model}")
@@ -536,7 +465,7 @@ class VectorIndex:
     def _rows_of(self, conn: sqlite3.Connection, doc_ids: list[int]) -> list[ChunkRow]:
         """The current chunk rows of these documents, by document and chunk number."""
         out: list[ChunkRow] = []
-        for part in _batches(doc_ids, 500):
+        for part in batches(doc_ids, 500):
             marks = ",".join("?" * len(part))
             out.extend(
                 (int(r[0]), int(r[1]), int(r[2]), int(r[3]), r[4])
@@ -657,7 +586,7 @@ class VectorIndex:
         """The ids among ``doc_ids`` that pass the filters (hidden docs never do by default)."""
         condition, params = filters.sql("d")
         found: set[int] = set()
-        for chunk_ids in _batches(doc_ids, 500):
+        for chunk_ids in batches(doc_ids, 500):
             marks = ",".join("?" * len(chunk_ids))
             found.update(
                 int(r[0])
@@ -667,8 +596,3 @@ class VectorIndex:
                 )
             )
         return found
-
-
-def _batches(items: list[int], size: int) -> Iterator[list[int]]:
-    for lo in range(0, len(items), size):
-        yield items[lo : lo + size]
