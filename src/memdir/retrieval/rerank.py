@@ -19,6 +19,7 @@ endpoint shape most local and hosted servers share, through the shared client
 
 from __future__ import annotations
 
+import math
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -122,3 +123,14 @@ def clear_cache() -> None:
     """Forget loaded rerankers (tests that register new providers call this)."""
     with _cache_lock:
         _cache.clear()
+
+
+def finite_score(value: Any) -> float:
+    """A reranker's score as a float; anything else (text, NaN, infinity) is its failure."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise ProviderError(f"the reranker gave a score that is not a finite number: {value!r}")
+    return number

@@ -11,7 +11,6 @@ returned, whatever the mode, unless ``include_superseded`` is asked for.
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import threading
 import time
@@ -29,8 +28,9 @@ from ..errors import (
     ProviderError,
 )
 from ..index.search import Filters, Hit, bm25, fts_query, words
-from . import signals
+from . import pointers, signals
 from .fusion import diversify, rrf
+from .rerank import finite_score
 
 log = logging.getLogger("memdir.retrieval")
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..index import Index, SyncStats
     from ..settings import Settings
     from ..vectors.embedder import Embedder
-    from ..vectors.index import FirstPass, VectorHit, VectorIndex, VectorSyncStats
+    from ..vectors.index import FirstPass, VectorIndex, VectorSyncStats
     from .rerank import Reranker
 
 MODES = ("auto", "bm25", "vector", "hybrid")
@@ -388,7 +388,7 @@ class Retrieval:
             given = list(reranker.score(query, [texts[h.path][:TEXT_CHARS] for h in head]))
             if len(given) != len(head):
                 raise ProviderError(f"the reranker gave {len(given)} scores for {len(head)}")
-            scores = [_finite_score(value) for value in given]
+            scores = [finite_score(value) for value in given]
         except ProviderError as exc:
             for hit in head:
                 hit.why["rerank_error"] = str(exc)
@@ -409,7 +409,7 @@ class Retrieval:
         from ..index.passages import document_texts
 
         conn = self.index.conn
-        ids = self._ids_for(paths)
+        ids = pointers.ids_for(self.index.conn, paths)
         out = {}
         for path in paths:
             found = document_texts(conn, ids[path]) if path in ids else None
@@ -442,7 +442,9 @@ class Retrieval:
         found = self.vector_index().search_vector(
             self._query_vector(query), limit=size, filters=flt
         )
-        hits = self._hits_for([h.doc_id for h in found], query, {h.doc_id: h for h in found})
+        hits = pointers.hits_for(
+            self.index.conn, [h.doc_id for h in found], query, {h.doc_id: h for h in found}
+        )
         out = []
         for rank, vh in enumerate(found, start=1):
             hit = hits.get(vh.doc_id)
@@ -505,7 +507,9 @@ class Retrieval:
                 keep=DIVERSIFY_AFTER,
             )
         top = fused[:size]
-        hits = self._hits_for([f.key for f in top], query, {h.doc_id: h for h in found})
+        hits = pointers.hits_for(
+            self.index.conn, [f.key for f in top], query, {h.doc_id: h for h in found}
+        )
         vscore = {h.doc_id: h.score for h in found}
         out = []
         for item in top:
@@ -543,7 +547,7 @@ class Retrieval:
         conn = self.index.conn
         if flt.include_superseded or not has_passages(conn):
             lexical = bm25(conn, query, flt, depth)
-            ids = self._ids_for([h.path for h in lexical])
+            ids = pointers.ids_for(self.index.conn, [h.path for h in lexical])
             return [ids[h.path] for h in lexical if h.path in ids]
         condition, params = flt.sql("d")
         weight = float(self.settings.search.previous_weight)
@@ -587,117 +591,3 @@ class Retrieval:
         ]
         self._users_cache = (generation, users)
         return users
-
-    def _ids_for(self, paths: list[str]) -> dict[str, int]:
-        if not paths:
-            return {}
-        marks = ",".join("?" * len(paths))
-        rows = self.index.conn.execute(
-            f"SELECT path, id FROM docs WHERE path IN ({marks})", paths
-        ).fetchall()
-        return {str(r[0]): int(r[1]) for r in rows}
-
-    def _hits_for(
-        self,
-        doc_ids: list[int],
-        query: str | None = None,
-        chunks: Mapping[int, VectorHit] | None = None,
-    ) -> dict[int, Hit]:
-        """Pointers (path, title, snippet) for document ids.
-
-        A turn's snippet reads ``input → output``. Any other document's snippet is the
-        start of its body, unless that does not show why it was found: then the part
-        that matches the query's words (FTS5's window, as BM25 search shows it, without
-        the brackets) or, for a hit found by meaning alone, the start of its best chunk.
-        """
-        from ..index.passages import passage, turn_parts
-        from ..index.search import present
-
-        if not doc_ids:
-            return {}
-        marks = ",".join("?" * len(doc_ids))
-        rows = self.index.conn.execute(
-            "SELECT d.id, d.path, d.title, d.type, d.memory_kind, d.thread, d.user, d.created, "
-            f"d.episode_id, f.body FROM docs d JOIN docs_fts f ON f.rowid = d.id "
-            f"WHERE d.id IN ({marks})",
-            doc_ids,
-        ).fetchall()
-        # Turns show `input → output`: only other documents need their matching window.
-        others = [int(r["id"]) for r in rows if str(r["type"] or "").lower() != "turn"]
-        windows = self._match_windows(query, others) if query and others else {}
-        out = {}
-        for row in rows:
-            doc_id = int(row["id"])
-            body = str(row["body"] or "")
-            parts = turn_parts(body) if str(row["type"] or "").lower() == "turn" else {}
-            if parts.get("input") or parts.get("output"):
-                said = [parts[k] for k in ("input", "output") if parts.get(k)]
-                text = " → ".join(" ".join(p.split()) for p in said)
-            elif doc_id in windows:
-                text = windows[doc_id]
-            elif chunks and doc_id in chunks and chunks[doc_id].chunk_no > 0:
-                text = self._chunk_text(doc_id, chunks[doc_id]) or passage("", body)
-            else:
-                text = " ".join(passage("", body).split())
-            title, text = present(str(row["title"]), text, row)
-            out[doc_id] = Hit(
-                path=str(row["path"]),
-                title=title,
-                snippet=_cut(text, SNIPPET_CHARS),
-                score=0.0,
-                type=row["type"],
-                memory_kind=row["memory_kind"],
-            )
-        return out
-
-    def _match_windows(self, query: str, doc_ids: list[int]) -> dict[int, str]:
-        """FTS5's window of each document's body that matches the query's words.
-
-        Only documents whose match lies past the start of the body are listed (the
-        window then begins with ``…``): for the others, the start already shows it.
-        """
-        marks = ",".join("?" * len(doc_ids))
-        rows = self.index.conn.execute(
-            f"SELECT rowid, snippet(docs_fts, 1, '', '', '{_ELLIPSIS}', 16) FROM docs_fts "
-            f"WHERE docs_fts MATCH ? AND rowid IN ({marks})",
-            (fts_query(query), *doc_ids),
-        ).fetchall()
-        out = {}
-        for doc_id, window in rows:
-            text = " ".join(str(window or "").split())
-            if text.startswith(_ELLIPSIS.strip()):
-                out[int(doc_id)] = text
-        return out
-
-    def _chunk_text(self, doc_id: int, chunk: VectorHit) -> str:
-        """The words of a document's chunk (a vector hit's best chunk), from its start."""
-        from ..index.passages import document_texts
-
-        found = document_texts(self.index.conn, doc_id)
-        if found is None:
-            return ""
-        text = " ".join(found[0][chunk.start : chunk.end].split())
-        return f"{_ELLIPSIS.strip()} {text}" if text else ""
-
-
-def _finite_score(value: Any) -> float:
-    """A reranker's score as a float; anything else (text, NaN, infinity) is its failure."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number):
-        raise ProviderError(f"the reranker gave a score that is not a finite number: {value!r}")
-    return number
-
-
-# A pointer's snippet: at most this many characters, cut at a space.
-SNIPPET_CHARS = 160
-_ELLIPSIS = " … "
-
-
-def _cut(text: str, size: int) -> str:
-    """``text``, or its start cut at a word before ``size`` characters, ending with ``…``."""
-    if len(text) <= size:
-        return text
-    return text[: size - 3].rsplit(" ", 1)[0] + " …"
