@@ -14,9 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
-from ..errors import (
-    Conflict,
-)
+from ..errors import Conflict
 
 log = logging.getLogger("memdir.store")  # the store's own log, as before
 

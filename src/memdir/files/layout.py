@@ -20,9 +20,7 @@ from ..settings import (
     pin_harness,
     pinned_harness,
 )
-from .atomic import (
-    atomic_write,
-)
+from .atomic import atomic_write
 from .gitrun import run_git
 
 ROOT_ENV = "MEMDIR_ROOT"

@@ -589,9 +589,5 @@ class Index:
         return diff
 
 
-# The meta counters caches key on; a rebuild keeps them and moves them on.
-
-
-# What a rebuild keeps (see clear): the schema, and the vector side of the index, whose
 def _indexable(rel: str) -> bool:
     return rel.lower().endswith(".md") and not any(p.startswith(".") for p in rel.split("/"))

@@ -8,6 +8,10 @@ import sqlite3
 
 from . import postings
 
+# The meta counters caches key on; a rebuild keeps them and moves them on.
+COUNTERS = ("generation", postings.DOCS.seq_key, postings.PASSAGES.seq_key)
+
+# What a rebuild keeps (see clear): the schema, and the vector side of the index, whose
 # tables the vector sync keeps in step (memdir.vectors.index, memdir.index.passages), keyed by
 # document id and content hash.
 _KEPT_TABLES = (
@@ -20,7 +24,6 @@ _KEPT_TABLES = (
     "threads_fts",
     "thread_rows",
 )
-COUNTERS = ("generation", postings.DOCS.seq_key, postings.PASSAGES.seq_key)
 _KEPT_META = (*COUNTERS, "vectors_model", "passages_version")
 
 # The storage of an FTS5 table, dropped with it.
