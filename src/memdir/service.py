@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .doc.turnrecord import TurnRecord
+from .documents.verbs import DoctorReport, Documents, GrepHit, ReadResult
 from .engine.verbs import KnowledgeEngine
 from .errors import InvalidInput
 from .files.layout import find_root
@@ -26,15 +27,20 @@ from .settings import load as load_settings
 from .turns.verbs import TurnLog
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from .documents.reportcache import ReportText
     from .engine.program import Program
+    from .files.store import WriteResult
+    from .index import SyncStats
+    from .kiwi import report as coverage
     from .retrieval.rerank import Reranker
     from .turns.pack import ContextPack
     from .vectors.embedder import Embedder
     from .vectors.index import VectorIndex, VectorSyncStats
-from .documents.verbs import StoreVerbs
 
 
-class Memory(StoreVerbs):
+class Memory:
     """A memdir store opened for use. Create with :meth:`Memory.open`.
 
     >>> mem = Memory.open("/path/to/store")          # doctest: +SKIP
@@ -46,10 +52,10 @@ class Memory(StoreVerbs):
         self.store = store
         self.index = index
         self.settings = settings
-        self._last_sync = 0.0
-        self._sync_held = False
-        self._watcher = None
-        self.retrieval = Retrieval(store, index, settings, docs=self)
+        self.documents = Documents(store, index, settings)
+        self.retrieval = Retrieval(
+            store, index, settings, docs=self.documents, worklogs=self.search_worklogs
+        )
         self.turns = TurnLog(
             store, index, settings, sync=self.sync, after_record=self.retrieval.after_turn
         )
@@ -101,6 +107,132 @@ class Memory(StoreVerbs):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- documents (memdir.documents.verbs.Documents) ----------------------------
+
+    def sync(self, *, force: bool = False) -> SyncStats:
+        """Bring the index in step with the files (cheap when nothing changed)."""
+        return self.documents.sync(force=force)
+
+    def sync_once(self) -> SyncStats:
+        """Sync now, then make later ``sync()`` calls no-ops (one command = one sync)."""
+        return self.documents.sync_once()
+
+    def synced(self) -> AbstractContextManager[SyncStats]:
+        """Sync once, then let the verbs called inside the block skip their own sync."""
+        return self.documents.synced()
+
+    def start_watcher(self) -> bool:
+        """Keep the index in step from change events (servers; see :mod:`memdir.index.watch`)."""
+        return self.documents.start_watcher()
+
+    def close(self) -> None:
+        """Stop a watcher this process runs, commit pending git work and close the index."""
+        return self.documents.close()
+
+    def write(
+        self,
+        path: str,
+        content: str | bytes,
+        *,
+        provenance: str | None = None,
+        actor: str | None = None,
+        message: str | None = None,
+        if_match: str | None = None,
+    ) -> WriteResult:
+        """Write a markdown document atomically; ``provenance`` is ``type:id``."""
+        return self.documents.write(
+            path, content, provenance=provenance, actor=actor, message=message, if_match=if_match
+        )
+
+    def merge(
+        self,
+        page: str,
+        *,
+        episode: str | None = None,
+        type: str = "episode",
+        path: str | None = None,
+        note: str | None = None,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Record in ``page``'s ``merged-from`` that it consumed an episode (idempotent)."""
+        return self.documents.merge(
+            page, episode=episode, type=type, path=path, note=note, actor=actor
+        )
+
+    def read(self, path: str, *, section: str | None = None) -> ReadResult:
+        """A file's content, or one section of it (by heading)."""
+        return self.documents.read(path, section=section)
+
+    def filters(
+        self,
+        *,
+        path_prefix: str | None = None,
+        kind: str | None = None,
+        type: str | None = None,
+        where: Iterable[str] | Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
+    ) -> Filters:
+        return self.documents.filters(
+            path_prefix=path_prefix,
+            kind=kind,
+            type=type,
+            where=where,
+            include_superseded=include_superseded,
+        )
+
+    def keyword_search(
+        self, query: str, *, limit: int | None = None, filters: Filters | None = None
+    ) -> list[Hit]:
+        """BM25 over titles and bodies; any string is a valid query."""
+        return self.documents.keyword_search(query, limit=limit, filters=filters)
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        path_prefix: str | None = None,
+        ignore_case: bool = False,
+        limit: int = 200,
+        include_superseded: bool = False,
+    ) -> list[GrepHit]:
+        """Regular-expression search over the visible files, in walk order."""
+        return self.documents.grep(
+            pattern,
+            path_prefix=path_prefix,
+            ignore_case=ignore_case,
+            limit=limit,
+            include_superseded=include_superseded,
+        )
+
+    def ls(
+        self, prefix: str | None = None, *, include_superseded: bool = False
+    ) -> list[dict[str, Any]]:
+        """The visible documents under ``prefix``, in walk order."""
+        return self.documents.ls(prefix, include_superseded=include_superseded)
+
+    def episodes_prefix(self, override: str | None = None) -> str:
+        return self.documents.episodes_prefix(override)
+
+    def memory_report(
+        self, *, episodes_prefix: str | None = None, now: datetime | None = None
+    ) -> coverage.Report:
+        """The KiwiFS-compatible coverage report, computed from the index."""
+        return self.documents.memory_report(episodes_prefix=episodes_prefix, now=now)
+
+    def memory_report_text(
+        self, *, episodes_prefix: str | None = None, now: datetime | None = None
+    ) -> ReportText:
+        """The report as the exact JSON text KiwiFS prints, with what a caller checks."""
+        return self.documents.memory_report_text(episodes_prefix=episodes_prefix, now=now)
+
+    def reindex(self, *, full: bool = False) -> SyncStats:
+        """Sync the index, or rebuild it from the files with ``full``."""
+        return self.documents.reindex(full=full)
+
+    def doctor(self) -> DoctorReport:
+        """Compare the index with the files (nothing is changed)."""
+        return self.documents.doctor()
 
     # -- turns (memdir.turns.verbs.TurnLog) --------------------------------------
 
@@ -279,7 +411,7 @@ class Memory(StoreVerbs):
     ) -> dict[str, Any]:
         """Supersede a document (kept, hidden from retrieval) or purge it entirely; a purge
         also drops its chunks, vectors and passages and scrubs the index files of its bytes."""
-        result = super().forget(path, reason=reason, purge=purge, actor=actor)
+        result = self.documents.forget(path, reason=reason, purge=purge, actor=actor)
         self.retrieval.after_forget(purge=purge)
         return result
 

@@ -1,7 +1,7 @@
 """The document verbs of a store: write, read, keyword search, grep, ls, the memory report,
 merge, forget, reindex, doctor. Every verb brings the index in step with the files first
-(:meth:`StoreVerbs.sync`). :class:`memdir.Memory` is built on them and adds the turns,
-retrieval and the knowledge engine as collaborators.
+(:meth:`Documents.sync`). :class:`memdir.Memory` holds one :class:`Documents` beside the
+turns, retrieval and the knowledge engine, and hands it to retrieval as its document side.
 """
 
 from __future__ import annotations
@@ -82,15 +82,21 @@ class DoctorReport:
         }
 
 
-class StoreVerbs:
-    """The foundation verbs. Needs ``store``, ``index`` and ``settings``."""
+class Documents:
+    """The document verbs of one store, and the sync every other verb goes through.
 
-    store: Store
-    index: Index
-    settings: Settings
-    _last_sync: float
-    _sync_held: bool
-    _watcher: watch.Watcher | None
+    Built once by :meth:`memdir.Memory.open` with the store, its index and settings; holds
+    when the files were last walked, whether a caller holds one sync for a whole command,
+    and the watcher this process runs, if any.
+    """
+
+    def __init__(self, store: Store, index: Index, settings: Settings) -> None:
+        self.store = store
+        self.index = index
+        self.settings = settings
+        self._last_sync = 0.0
+        self._sync_held = False
+        self._watcher: watch.Watcher | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -357,7 +363,7 @@ class StoreVerbs:
             include_superseded=include_superseded,
         )
 
-    def _leading_out(self, flt: Filters) -> Filters:
+    def leading_out(self, flt: Filters) -> Filters:
         """``flt`` leaving out what leads out of its path prefix through a symlink.
 
         A path prefix confines what a result shows, not only the path it names (a token's
@@ -369,7 +375,7 @@ class StoreVerbs:
         out = paths.links_out(self.store.root, flt.path_prefix)
         return replace(flt, exclude=(*flt.exclude, *out)) if out else flt
 
-    def _leaks(self, rels: list[str], flt: Filters) -> set[str]:
+    def leaks(self, rels: list[str], flt: Filters) -> set[str]:
         """The results among ``rels`` whose real file lies outside ``flt``'s path prefix.
 
         Only paths through a symlink can (one ``lstat`` each, folders looked at once).
@@ -385,10 +391,10 @@ class StoreVerbs:
     ) -> list[Hit]:
         """BM25 over titles and bodies; any string is a valid query."""
         self.sync()
-        size = self._limit(limit)
+        size = self.limit_of(limit)
         return bm25(self.index.conn, query, filters or Filters(), size)
 
-    def _limit(self, limit: int | None) -> int:
+    def limit_of(self, limit: int | None) -> int:
         size = self.settings.search.default_limit if limit is None else limit
         if size < 1 or size > 1000:
             raise InvalidInput(f"limit must be between 1 and 1000, got {size}")
@@ -467,7 +473,7 @@ class StoreVerbs:
         """
         self.sync()
         flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
-        flt = self._leading_out(flt)
+        flt = self.leading_out(flt)
         condition, params = flt.sql()
         from ..index.search import present
 

@@ -97,7 +97,10 @@ def _background() -> ThreadPoolExecutor:
 
 
 class DocumentSide(Protocol):
-    """What retrieval asks of the document side of a store (:class:`memdir.Memory`)."""
+    """What retrieval asks of the document side of a store.
+
+    :class:`memdir.documents.verbs.Documents` is the one there is.
+    """
 
     def sync(self, *, force: bool = False) -> Any: ...
 
@@ -117,13 +120,17 @@ class DocumentSide(Protocol):
         include_superseded: bool = False,
     ) -> Filters: ...
 
-    def _limit(self, limit: int | None) -> int: ...
+    def limit_of(self, limit: int | None) -> int: ...
 
-    def _leading_out(self, flt: Filters) -> Filters: ...
+    def leading_out(self, flt: Filters) -> Filters: ...
 
-    def _leaks(self, rels: list[str], flt: Filters) -> set[str]: ...
+    def leaks(self, rels: list[str], flt: Filters) -> set[str]: ...
 
-    def search_worklogs(
+
+class WorklogSearch(Protocol):
+    """BM25 over the work logs of turns (:meth:`memdir.turns.verbs.TurnLog.search_worklogs`)."""
+
+    def __call__(
         self, query: str, *, limit: int | None = None, filters: Filters | None = None
     ) -> list[Hit]: ...
 
@@ -132,14 +139,24 @@ class Retrieval:
     """Search of one store: BM25, vectors, hybrid fusion, reranking, and the vector index.
 
     Built once by :meth:`memdir.Memory.open` with the store, its index and settings, and
-    ``docs``, the document side it reads through (sync, filters, BM25, work logs).
+    ``docs``, the document side it reads through (sync, filters, BM25), and ``worklogs``,
+    the search of the turns' work logs that ``include_worklog`` adds.
     """
 
-    def __init__(self, store: Store, index: Index, settings: Settings, docs: DocumentSide) -> None:
+    def __init__(
+        self,
+        store: Store,
+        index: Index,
+        settings: Settings,
+        *,
+        docs: DocumentSide,
+        worklogs: WorklogSearch,
+    ) -> None:
         self.store = store
         self.index = index
         self.settings = settings
         self.docs = docs
+        self.worklogs = worklogs
         self._embedder_failed: tuple[float, str] | None = None  # (retry after, why)
         self._vector_index: VectorIndex | None = None
         self._users_cache: tuple[int, list[str]] | None = None
@@ -307,17 +324,17 @@ class Retrieval:
             include_superseded=include_superseded,
         )
         hits = self._search(query, flt, limit, mode, progress)
-        if self.docs._leaks([hit.path for hit in hits], flt):
+        if self.docs.leaks([hit.path for hit in hits], flt):
             # A symlink under the prefix shows a file outside it: rank again without every
             # such path, so the limit is still filled (and check again: the index may lag).
-            flt = self.docs._leading_out(flt)
+            flt = self.docs.leading_out(flt)
             hits = self._search(query, flt, limit, mode, progress)
-            leaks = self.docs._leaks([hit.path for hit in hits], flt)
+            leaks = self.docs.leaks([hit.path for hit in hits], flt)
             hits = [hit for hit in hits if hit.path not in leaks]
         if include_worklog:
             # After the documents, by their own BM25 score (the interfaces all list them so).
-            logs = self.docs.search_worklogs(query, limit=self.docs._limit(limit), filters=flt)
-            leaks = self.docs._leaks([hit.path for hit in logs], flt)
+            logs = self.worklogs(query, limit=self.docs.limit_of(limit), filters=flt)
+            leaks = self.docs.leaks([hit.path for hit in logs], flt)
             hits += [hit for hit in logs if hit.path not in leaks]
         return hits
 
@@ -330,7 +347,7 @@ class Retrieval:
         progress: Progress | None,
     ) -> list[Hit]:
         """One ranking under ``flt``, in the mode asked for (see :meth:`search`)."""
-        size = self.docs._limit(limit)
+        size = self.docs.limit_of(limit)
         if not words(query):
             raise InvalidQuery("the query has no searchable words")
         if lone_surrogate(query) is not None:
