@@ -22,7 +22,7 @@ from ..doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
 from ..doc.where import parse_where
 from ..errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
 from ..files.store import Store, WriteResult, content_hash
-from ..index import Difference, Index, SyncStats, watch
+from ..index import Difference, Index, SyncStats, listing, watch
 from ..index.search import Filters, Hit, bm25
 from ..kiwi import report as coverage
 from ..settings import Settings
@@ -431,15 +431,7 @@ class Documents:
             raise InvalidQuery(f"the regular expression {pattern!r} is too large") from None
         self.sync()
         flt = self.filters(path_prefix=path_prefix, include_superseded=include_superseded)
-        condition, params = flt.sql()
-        # All the paths first: a cursor left open by an error would hold its read snapshot,
-        # and this thread's next write would fail with "database is locked".
-        rels = [
-            rel
-            for (rel,) in self.index.conn.execute(
-                f"SELECT d.path FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key", params
-            )
-        ]
+        rels = listing.paths(self.index.conn, flt)
         real_root = os.path.realpath(self.store.root)
         deadline = time.monotonic() + grepping.GREP_SECONDS
         hits: list[GrepHit] = []
@@ -474,14 +466,9 @@ class Documents:
         self.sync()
         flt = self.filters(path_prefix=prefix, include_superseded=include_superseded)
         flt = self.leading_out(flt)
-        condition, params = flt.sql()
         from ..index.search import present
 
-        rows = self.index.conn.execute(
-            "SELECT d.path, d.title, d.type, d.memory_kind, d.size, d.thread, d.user, "
-            f"d.created, d.episode_id FROM docs d WHERE 1 = 1{condition} ORDER BY d.walk_key",
-            params,
-        )
+        rows = listing.rows(self.index.conn, flt)
         # A turn is titled as search shows it (thread · user · time), not by its id.
         return [
             {
@@ -529,10 +516,7 @@ class Documents:
         generation = self.index.generation
         entry = ReportEntry.load(self.index.meta(key), generation)
         if entry is None:
-            cur = self.index.conn.cursor()
-            cur.row_factory = None
-            rows = cur.execute("SELECT facts FROM docs ORDER BY walk_key")
-            facts = [coverage.FileFacts.from_json(row[0]) for row in rows]
+            facts = [coverage.FileFacts.from_json(t) for t in listing.facts(self.index.conn)]
             entry = ReportEntry.build(facts, prefix, when, generation)
             try:
                 with self.index.transaction() as conn:

@@ -13,6 +13,7 @@ from ..doc import frontmatter
 from ..doc.ids import new_id
 from ..doc.text import actor_name, lone_surrogate, one_line, read_utf8
 from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
+from ..index import listing
 from ..index.search import query_words
 from ..providers import plugins
 from ..settings import pin_harness, pinned_harness
@@ -465,10 +466,7 @@ class KnowledgeEngine:
         def visible(rel: str) -> bool:
             # As search sees the store: indexed (inside it, a regular file), not forgotten,
             # not in quarantine/ or inbox/.
-            row = self.index.conn.execute(
-                "SELECT 1 FROM docs WHERE path = ? AND hidden = 0 AND zone = 0", (rel,)
-            ).fetchone()
-            return row is not None
+            return listing.searchable(self.index.conn, rel)
 
         return querying.run(self._root, self.program(), question, search, visible)
 
