@@ -386,7 +386,7 @@ class Memory:
         slug: str | None = None,
     ) -> dict[str, Any]:
         """Record a life or signal episode (operational ones are written by the verbs)."""
-        return self.engine.episode_add(
+        return self.engine.experience.episode_add(
             kind=kind,
             situation=situation,
             actions=actions,
@@ -399,7 +399,7 @@ class Memory:
 
     def reflect(self, *, now: datetime | None = None) -> dict[str, Any]:
         """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
-        return self.engine.reflect(now=now)
+        return self.engine.experience.reflect(now=now)
 
     def forget(
         self,

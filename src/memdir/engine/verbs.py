@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,11 +10,13 @@ from .. import lazy
 from ..doc import frontmatter
 from ..doc.ids import new_id
 from ..doc.text import actor_name, lone_surrogate, one_line, read_utf8
+from ..doc.tokencount import count as count_tokens
 from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFound, TooLarge
 from ..index import listing
 from ..index.search import query_words
 from ..providers import plugins
 from ..settings import pin_harness, pinned_harness
+from .experience import Experience
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -47,16 +47,9 @@ else:  # loaded when a verb first needs them (memdir.lazy)
 ACTOR = "memdir-engine"
 
 
-def _count_tokens(text: str) -> int:
-    try:
-        from ..doc.tokencount import count
-    except ImportError:  # pragma: no cover - the token module ships with memdir
-        return len(text.encode("utf-8"))
-    return count(text)
-
-
 class KnowledgeEngine:
-    """consolidate, query, refine, evaluate, reflect, plus bundles, ingest and episodes.
+    """consolidate, query, refine, evaluate, plus bundles and ingest; episodes and reflect are
+    its :class:`~memdir.engine.experience.Experience` (``experience``).
 
     Built once by :meth:`memdir.Memory.open` and handed the store, its index and settings,
     and three callables of the store's reading side: ``sync`` (bring the index in step),
@@ -82,6 +75,9 @@ class KnowledgeEngine:
         self.synced = synced
         self.keyword_search = keyword_search
         self.search = search
+        self.experience = Experience(
+            store, index, sync=sync, program=self.program, keyword_search=keyword_search
+        )
 
     # -- program and harness -------------------------------------------------------------
 
@@ -261,8 +257,8 @@ class KnowledgeEngine:
                 "`memdir bundle add NAME --scope '...'` (the inbox is left as it is)"
             )
         root = self._root
-        lessons = self._recall_lessons()
-        recall = self._recaller(lessons)
+        lessons = self.experience.lessons()
+        recall = self.experience.recaller(lessons)
         if plan:
             return consolidating.plan(root, prog, h, recall=recall)
         who = (actor or "").strip() or ACTOR
@@ -306,7 +302,7 @@ class KnowledgeEngine:
             }
             status = "ok" if not outcome.skipped else "partial"
             batch.log_run("consolidate", status, notes)
-            self._operational(
+            self.experience.record_operational(
                 batch,
                 "consolidate",
                 situation=f"consolidate {len(outcome.articles)} article(s) from the inbox",
@@ -316,7 +312,7 @@ class KnowledgeEngine:
                 insights=self._consolidate_insights(outcome),
             )
             audit = self._refine_into(batch, label_run=True)
-            reflected = self._reflect_into(batch)
+            reflected = self.experience.reflect_into(batch)
             self.sync()
         message = (
             f"consolidate: {len(outcome.articles)} article(s) in "
@@ -335,31 +331,6 @@ class KnowledgeEngine:
             "commit": message,
         }
 
-    def _recall_lessons(self) -> list[str]:
-        path = self._root / "LESSONS.md"
-        if not path.is_file():
-            return []
-        return [line[2:] for line in read_utf8(path).splitlines() if line.startswith("- ")]
-
-    def _recaller(self, lessons: list[str]) -> consolidating.Recall:
-        """Recall first: the lessons, then the few experience episodes closest to a source."""
-        fixed = tuple(f"lesson: {line}" for line in lessons[:RECALL_LESSONS])
-
-        def recall(text: str) -> tuple[str, ...]:
-            found: list[str] = []
-            try:
-                hits = self.keyword_search(text, limit=RECALL_EPISODES * 4)
-            except InvalidInput:  # a source with no searchable words recalls only lessons
-                hits = []
-            for hit in hits:
-                if hit.path.startswith(EXPERIENCE_FOLDERS):
-                    found.append(f"episode {hit.path}: {hit.snippet or hit.title}")
-                if len(found) >= RECALL_EPISODES:
-                    break
-            return fixed + tuple(found)
-
-        return recall
-
     @staticmethod
     def _consolidate_insights(outcome: consolidating.Outcome) -> list[str]:
         insights = []
@@ -373,37 +344,6 @@ class KnowledgeEngine:
         if outcome.articles:
             insights.append("Consolidation files one cited article per source and bundle.")
         return insights or ["The inbox was empty: nothing to consolidate."]
-
-    def _operational(
-        self,
-        batch: files.Batch,
-        verb: str,
-        *,
-        situation: str,
-        actions: list[str],
-        outcome: str,
-        insights: list[str],
-    ) -> str:
-        now = reflect.now_utc()
-        stamp = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
-        eid = f"operational-{verb}-{stamp}"
-        rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}.md"
-        n = 2
-        while (self._root / rel).exists():
-            rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}-{n}.md"
-            n += 1
-        text = reflect.render_episode(
-            episode_id=eid,
-            kind="operational",
-            at=now,
-            situation=situation,
-            intent=verb,
-            actions=actions,
-            outcome=outcome,
-            insights=insights,
-            tags=[verb],
-        )
-        return batch.write(rel, text)
 
     # -- refine --------------------------------------------------------------------------
 
@@ -451,7 +391,7 @@ class KnowledgeEngine:
             recall = self._recall(question)
         out = recall.to_dict()
         out["tokens_read"] = sum(
-            _count_tokens((self._root / p).read_text(encoding="utf-8", errors="replace"))
+            count_tokens((self._root / p).read_text(encoding="utf-8", errors="replace"))
             for p in recall.indexes_read + recall.bodies_read
         )
         return out
@@ -483,7 +423,7 @@ class KnowledgeEngine:
                 "nothing was recorded"
             )
         with self.synced():  # one walk of the files for the whole question set
-            result = evaluating.score(questions, self._recall, _count_tokens, self._root)
+            result = evaluating.score(questions, self._recall, count_tokens, self._root)
         previous = [r for r in runs.history(self._root, "evaluate") if "mrr" in r.notes]
         before = float(previous[-1].notes["mrr"]) if previous else None
         result["label"] = runs.label(before, result["mrr"], lower_is_better=False)
@@ -499,7 +439,7 @@ class KnowledgeEngine:
             notes[f"recall_tier{tier}"] = value
         batch = files.Batch(self.store, self.index)
         batch.log_run("evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
-        self._operational(
+        self.experience.record_operational(
             batch,
             "evaluate",
             situation=f"evaluate {result['questions']} question(s) through query",
@@ -514,138 +454,6 @@ class KnowledgeEngine:
         batch.commit(f"evaluate: mrr {result['mrr']} ({result['label']})")
         return result
 
-    # -- reflect and episodes ------------------------------------------------------------
-
-    def episode_add(
-        self,
-        *,
-        kind: str,
-        situation: str,
-        actions: Sequence[str] = (),
-        outcome: str = "success",
-        insights: Sequence[str] = (),
-        tags: Sequence[str] = (),
-        intent: str = "",
-        slug: str | None = None,
-    ) -> dict[str, Any]:
-        """Record a life or signal episode (operational ones are written by the verbs)."""
-        self._harness(writing=True)
-        if kind not in ("life", "signal"):
-            raise InvalidInput("episode kind must be 'life' or 'signal'")
-        if outcome not in reflect.OUTCOMES:
-            raise InvalidInput(f"outcome must be one of {', '.join(reflect.OUTCOMES)}")
-        if not situation.strip():
-            raise InvalidInput("an episode needs a situation")
-        # Each is one line of the episode's body: a newline could start a section of its own
-        # (a situation holding "## Insights" would add lessons nobody gave). Refused as the
-        # document it would make, like any other content a write refuses.
-        fields = [("situation", situation), ("intent", intent)]
-        fields += [("action", a) for a in actions] + [("insight", i) for i in insights]
-        try:
-            for name, value in fields + [("tag", t) for t in tags]:
-                one_line(name, value)
-        except InvalidInput as exc:
-            raise InvalidDocument(exc.message) from None
-        now = reflect.now_utc()
-        signal = f"signal-{terms.slugify(slug or situation, 40)}"
-        base = f"life-{now:%Y-%m-%d}" if kind == "life" else signal
-        eid, n = base, 2
-        while list((self._root / "episodes" / kind).rglob(f"{eid}.md")):
-            eid, n = f"{base}-{n}", n + 1
-        rel = f"episodes/{kind}/{eid}.md"
-        text = reflect.render_episode(
-            episode_id=eid,
-            kind=kind,
-            at=now,
-            situation=situation,
-            intent=intent or situation,
-            actions=list(actions),
-            outcome=outcome,
-            insights=list(insights),
-            tags=list(tags),
-        )
-        batch = files.Batch(self.store, self.index)
-        batch.write(rel, text)
-        batch.commit(f"episode add {eid}")
-        self.sync()
-        return {"path": rel, "episode_id": eid}
-
-    def reflect(self, *, now: datetime | None = None) -> dict[str, Any]:
-        """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
-        self._harness(writing=True)
-        self.sync()
-        batch = files.Batch(self.store, self.index)
-        with batch.all_or_nothing("reflect"):
-            result = self._reflect_into(batch, now=now)
-            self._operational(
-                batch,
-                "reflect",
-                situation=f"reflect over {result['episodes']} episode(s)",
-                actions=[f"{result['lessons']} lessons", f"{len(result['distilled'])} distilled"],
-                outcome="success",
-                insights=["Reflection keeps the snapshot within its cap."],
-            )
-            batch.log_run(
-                "reflect",
-                "ok",
-                {
-                    "episodes": result["episodes"],
-                    "lessons": result["lessons"],
-                    "distilled": len(result["distilled"]),
-                    "snapshot_tokens": result["snapshot_tokens"],
-                },
-            )
-        batch.commit(
-            f"reflect: {result['lessons']} lessons, {len(result['distilled'])} episodes distilled"
-        )
-        self.sync()
-        return result
-
-    def _reflect_into(self, batch: files.Batch, *, now: datetime | None = None) -> dict[str, Any]:
-        moment = now or reflect.now_utc()
-        prog = self.program()
-        episodes: list[reflect.Episode] = []
-        for folder in refining.EXPERIENCE:
-            for rel in files.markdown_under(self._root, folder):
-                ep, _ = reflect.read_episode(
-                    rel, (self._root / rel).read_text(encoding="utf-8", errors="replace")
-                )
-                if ep is not None:
-                    episodes.append(ep)
-        lessons = reflect.lessons_from(episodes)
-        stamped = reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days)
-        for ep in stamped:
-            # Through the batch, so a run that fails later puts the episode back too.
-            text = read_utf8(self._root / ep.path)
-            batch.write(
-                ep.path, frontmatter.edit(text, lambda fm: fm.__setitem__("distilled", True))
-            )
-        gone = {e.path for e in stamped}
-        live = [dataclasses.replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
-        batch.write("LESSONS.md", reflect.render_lessons(lessons))
-        recent = sorted(
-            (e for e in live if not e.distilled), key=lambda e: e.timestamp, reverse=True
-        )
-        decisions = [e for e in recent if "decision" in e.tags]
-        snapshot = reflect.render_snapshot(
-            identity=prog.identity,
-            lessons=lessons,
-            recent=recent,
-            decisions=decisions,
-            cap=prog.snapshot.token_cap,
-            count=_count_tokens,
-            max_lessons=prog.snapshot.lessons,
-            max_recent=prog.snapshot.recent_episodes,
-        )
-        batch.write("SNAPSHOT.md", snapshot)
-        return {
-            "episodes": len(episodes),
-            "lessons": len(lessons),
-            "distilled": sorted(gone),
-            "snapshot_tokens": _count_tokens(snapshot),
-            "snapshot_cap": prog.snapshot.token_cap,
-        }
-
 
 def check_bundle_exists(names: Sequence[str], name: str) -> None:
     if name not in names:
@@ -659,8 +467,3 @@ def _supported(why: dict[str, Any]) -> bool:
     if why.get("bm25_rank") is not None or why.get("mode", "bm25") == "bm25":
         return True
     return float(why.get("vector_score") or 0.0) >= TIER2_MIN_COSINE
-
-
-RECALL_LESSONS = 10
-RECALL_EPISODES = 3
-EXPERIENCE_FOLDERS = ("episodes/operational/", "episodes/life/", "episodes/signal/")

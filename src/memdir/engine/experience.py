@@ -1,0 +1,254 @@
+"""What the knowledge engine learns from: its episodes, the lessons drawn from them and the
+snapshot they feed.
+
+Every verb that runs records an operational episode; a user or an agent adds life and signal
+episodes; ``reflect`` merges their insights into LESSONS.md, stamps old episodes distilled and
+regenerates SNAPSHOT.md; and a consolidation recalls the lessons and the nearest episodes
+first (:meth:`Experience.recaller`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import lazy
+from ..doc import frontmatter
+from ..doc.text import one_line, read_utf8
+from ..doc.tokencount import count as count_tokens
+from ..errors import InvalidDocument, InvalidInput
+
+if TYPE_CHECKING:
+    from ..files.store import Store
+    from ..index import Index
+    from . import consolidate as consolidating
+    from . import files, harness, program, reflect, terms
+    from . import refine as refining
+else:  # loaded when a verb first needs them (memdir.lazy)
+    consolidating = lazy.module("memdir.engine.consolidate")
+    files = lazy.module("memdir.engine.files")
+    harness = lazy.module("memdir.engine.harness")
+    reflect = lazy.module("memdir.engine.reflect")
+    refining = lazy.module("memdir.engine.refine")
+    terms = lazy.module("memdir.engine.terms")
+
+RECALL_LESSONS = 10
+RECALL_EPISODES = 3
+EXPERIENCE_FOLDERS = ("episodes/operational/", "episodes/life/", "episodes/signal/")
+
+
+class Experience:
+    """The episodes of one store and what reflection makes of them.
+
+    Built by :class:`memdir.engine.verbs.KnowledgeEngine` with the store, its index, and
+    three callables: ``sync`` (bring the index in step), ``program`` (PROGRAM.md as the
+    engine reads it) and ``keyword_search`` (BM25 pointers, for recall).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        index: Index,
+        *,
+        sync: Callable[..., object],
+        program: Callable[[], program.Program],
+        keyword_search: Callable[..., Any],
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.sync = sync
+        self.program = program
+        self.keyword_search = keyword_search
+
+    @property
+    def _root(self) -> Path:
+        return self.store.root
+
+    def lessons(self) -> list[str]:
+        path = self._root / "LESSONS.md"
+        if not path.is_file():
+            return []
+        return [line[2:] for line in read_utf8(path).splitlines() if line.startswith("- ")]
+
+    def recaller(self, lessons: list[str]) -> consolidating.Recall:
+        """Recall first: the lessons, then the few experience episodes closest to a source."""
+        fixed = tuple(f"lesson: {line}" for line in lessons[:RECALL_LESSONS])
+
+        def recall(text: str) -> tuple[str, ...]:
+            found: list[str] = []
+            try:
+                hits = self.keyword_search(text, limit=RECALL_EPISODES * 4)
+            except InvalidInput:  # a source with no searchable words recalls only lessons
+                hits = []
+            for hit in hits:
+                if hit.path.startswith(EXPERIENCE_FOLDERS):
+                    found.append(f"episode {hit.path}: {hit.snippet or hit.title}")
+                if len(found) >= RECALL_EPISODES:
+                    break
+            return fixed + tuple(found)
+
+        return recall
+
+    def record_operational(
+        self,
+        batch: files.Batch,
+        verb: str,
+        *,
+        situation: str,
+        actions: list[str],
+        outcome: str,
+        insights: list[str],
+    ) -> str:
+        now = reflect.now_utc()
+        stamp = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
+        eid = f"operational-{verb}-{stamp}"
+        rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}.md"
+        n = 2
+        while (self._root / rel).exists():
+            rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}-{n}.md"
+            n += 1
+        text = reflect.render_episode(
+            episode_id=eid,
+            kind="operational",
+            at=now,
+            situation=situation,
+            intent=verb,
+            actions=actions,
+            outcome=outcome,
+            insights=insights,
+            tags=[verb],
+        )
+        return batch.write(rel, text)
+
+    def episode_add(
+        self,
+        *,
+        kind: str,
+        situation: str,
+        actions: Sequence[str] = (),
+        outcome: str = "success",
+        insights: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        intent: str = "",
+        slug: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a life or signal episode (operational ones are written by the verbs)."""
+        harness.check(self._root)
+        if kind not in ("life", "signal"):
+            raise InvalidInput("episode kind must be 'life' or 'signal'")
+        if outcome not in reflect.OUTCOMES:
+            raise InvalidInput(f"outcome must be one of {', '.join(reflect.OUTCOMES)}")
+        if not situation.strip():
+            raise InvalidInput("an episode needs a situation")
+        # Each is one line of the episode's body: a newline could start a section of its own
+        # (a situation holding "## Insights" would add lessons nobody gave). Refused as the
+        # document it would make, like any other content a write refuses.
+        fields = [("situation", situation), ("intent", intent)]
+        fields += [("action", a) for a in actions] + [("insight", i) for i in insights]
+        try:
+            for name, value in fields + [("tag", t) for t in tags]:
+                one_line(name, value)
+        except InvalidInput as exc:
+            raise InvalidDocument(exc.message) from None
+        now = reflect.now_utc()
+        signal = f"signal-{terms.slugify(slug or situation, 40)}"
+        base = f"life-{now:%Y-%m-%d}" if kind == "life" else signal
+        eid, n = base, 2
+        while list((self._root / "episodes" / kind).rglob(f"{eid}.md")):
+            eid, n = f"{base}-{n}", n + 1
+        rel = f"episodes/{kind}/{eid}.md"
+        text = reflect.render_episode(
+            episode_id=eid,
+            kind=kind,
+            at=now,
+            situation=situation,
+            intent=intent or situation,
+            actions=list(actions),
+            outcome=outcome,
+            insights=list(insights),
+            tags=list(tags),
+        )
+        batch = files.Batch(self.store, self.index)
+        batch.write(rel, text)
+        batch.commit(f"episode add {eid}")
+        self.sync()
+        return {"path": rel, "episode_id": eid}
+
+    def reflect(self, *, now: datetime | None = None) -> dict[str, Any]:
+        """Merge insights into LESSONS.md, distil, regenerate SNAPSHOT.md."""
+        harness.check(self._root)
+        self.sync()
+        batch = files.Batch(self.store, self.index)
+        with batch.all_or_nothing("reflect"):
+            result = self.reflect_into(batch, now=now)
+            self.record_operational(
+                batch,
+                "reflect",
+                situation=f"reflect over {result['episodes']} episode(s)",
+                actions=[f"{result['lessons']} lessons", f"{len(result['distilled'])} distilled"],
+                outcome="success",
+                insights=["Reflection keeps the snapshot within its cap."],
+            )
+            batch.log_run(
+                "reflect",
+                "ok",
+                {
+                    "episodes": result["episodes"],
+                    "lessons": result["lessons"],
+                    "distilled": len(result["distilled"]),
+                    "snapshot_tokens": result["snapshot_tokens"],
+                },
+            )
+        batch.commit(
+            f"reflect: {result['lessons']} lessons, {len(result['distilled'])} episodes distilled"
+        )
+        self.sync()
+        return result
+
+    def reflect_into(self, batch: files.Batch, *, now: datetime | None = None) -> dict[str, Any]:
+        moment = now or reflect.now_utc()
+        prog = self.program()
+        episodes: list[reflect.Episode] = []
+        for folder in refining.EXPERIENCE:
+            for rel in files.markdown_under(self._root, folder):
+                ep, _ = reflect.read_episode(
+                    rel, (self._root / rel).read_text(encoding="utf-8", errors="replace")
+                )
+                if ep is not None:
+                    episodes.append(ep)
+        lessons = reflect.lessons_from(episodes)
+        stamped = reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days)
+        for ep in stamped:
+            # Through the batch, so a run that fails later puts the episode back too.
+            text = read_utf8(self._root / ep.path)
+            batch.write(
+                ep.path, frontmatter.edit(text, lambda fm: fm.__setitem__("distilled", True))
+            )
+        gone = {e.path for e in stamped}
+        live = [dataclasses.replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
+        batch.write("LESSONS.md", reflect.render_lessons(lessons))
+        recent = sorted(
+            (e for e in live if not e.distilled), key=lambda e: e.timestamp, reverse=True
+        )
+        decisions = [e for e in recent if "decision" in e.tags]
+        snapshot = reflect.render_snapshot(
+            identity=prog.identity,
+            lessons=lessons,
+            recent=recent,
+            decisions=decisions,
+            cap=prog.snapshot.token_cap,
+            count=count_tokens,
+            max_lessons=prog.snapshot.lessons,
+            max_recent=prog.snapshot.recent_episodes,
+        )
+        batch.write("SNAPSHOT.md", snapshot)
+        return {
+            "episodes": len(episodes),
+            "lessons": len(lessons),
+            "distilled": sorted(gone),
+            "snapshot_tokens": count_tokens(snapshot),
+            "snapshot_cap": prog.snapshot.token_cap,
+        }
