@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from helpers import run_cli
 from http_server import Live, live_server
 from memdir.doc import paths
-from memdir.doc.turnrecord import turn_path
+from memdir.doc.turnrecord import turn_path, worklog_path
 from memdir.index.search import Filters
 from memdir.service import Memory
 
@@ -115,6 +115,41 @@ def test_http_reads_show_nothing_through_a_link_out(confined: tuple[Live, str, s
     with live.client(admin) as client:  # the whole store's caller still reaches the link
         lines = client.get("/v1/grep", params={"pattern": SECRET, "path_prefix": "wiki/"})
         assert {h["path"] for h in lines.json()} == {"wiki/secret.md", "wiki/turn.md"}
+
+
+def test_work_log_hits_show_nothing_through_a_link_out(confined: tuple[Live, str, str]) -> None:
+    """A turn's work log moved out of the prefix and linked back is no search hit of a
+    prefix-confined token, whether it was indexed before the move or only after it."""
+    live, writer, admin = confined
+    with live.client(admin) as client:
+        made = client.post(
+            "/v1/turns",
+            json={
+                "thread": "t-log",
+                "input": "look it up",
+                "output": "done",
+                "worklog": [{"tool": "read", "result": f"the {SECRET} harbour log"}],
+            },
+        )
+        assert made.status_code in (200, 201), made.text
+        log = worklog_path(made.json()["id"])
+        found = client.get("/v1/search", params={"q": SECRET, "include_worklog": "true"})
+        assert log in [h["path"] for h in found.json()]  # indexed while it was a file
+    root = live.mem.root
+    shutil.move(root / log, root / "wiki/log.jsonl")
+    (root / log).symlink_to(Path("../" * log.count("/")) / "wiki/log.jsonl")
+    assert SECRET in (root / log).read_text()
+    with live.client(writer) as client:
+        for mode in ("bm25", "hybrid"):
+            params = {"q": SECRET, "mode": mode, "include_worklog": "true", "limit": 50}
+            found = client.get("/v1/search", params=params)
+            assert found.status_code == 200, found.text
+            # The turn record (its own file, with the compacted log) stays a hit.
+            assert log not in found.text, (mode, found.text)
+            assert "worklog" not in [h.get("type") for h in found.json()], found.text
+    with live.client(admin) as client:  # the whole store's caller still finds it
+        found = client.get("/v1/search", params={"q": SECRET, "include_worklog": "true"})
+        assert log in [h["path"] for h in found.json()]
 
 
 def test_mcp_tools_show_nothing_through_a_link_out(confined: tuple[Live, str, str]) -> None:
