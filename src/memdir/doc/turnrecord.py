@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidDocument, InvalidInput
-from . import frontmatter
+from . import frontmatter, links
 from .ids import id_time_ms
 from .text import bad_char, unicode_text
 
@@ -449,3 +449,42 @@ def says_nothing_new(compact: str) -> bool:
     if lines[0] != NO_TOOLS_NOTE or len(lines) > 2:
         return False
     return len(lines) == 1 or lines[1].startswith("- Result: ")
+
+
+# -- a turn body as the index reads it ----------------------------------------------
+
+SECTION_NAMES = ("input", "compact", "output")
+
+# The Compact section of a turn without tool calls, from where it starts to where Output does.
+_NO_TOOLS_AT = _COMPACT_SEP + NO_TOOLS_NOTE
+
+
+def sections(body: str) -> dict[str, str]:
+    """The Input, Compact and Output sections of a turn body, by lower-case name (stripped).
+
+    Lenient where :func:`parse_sections` is exact: a record edited by hand, or the index's
+    copy of a body without its Compact note (:func:`without_no_tools_note`), still gives
+    the sections it has.
+    """
+    parts: dict[str, str] = {}
+    for section in links.sections(body):
+        name = section.heading.strip().lower()
+        if section.level == 2 and name in SECTION_NAMES and name not in parts:
+            text = section.text.split("\n", 1)[1] if "\n" in section.text else ""
+            parts[name] = text.strip()
+    return parts
+
+
+def without_no_tools_note(body: str) -> str:
+    """A turn body less its Compact section when that only says there were no tool calls.
+
+    Such a section (:func:`says_nothing_new`) would make every turn match "tool" and
+    "calls", count the output's words twice and fill snippets with the repeat: the file
+    keeps it, the full-text index leaves it out (migration 0700 does the same to older
+    indexes).
+    """
+    start = body.find(_NO_TOOLS_AT)
+    end = body.find(_OUTPUT_SEP)
+    if start < 0 or end <= start or not says_nothing_new(body[start + len(_COMPACT_SEP) : end]):
+        return body
+    return body[:start] + body[end:]

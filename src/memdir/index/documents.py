@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..doc import frontmatter, links, paths
-from ..doc.turnrecord import NO_TOOLS_NOTE, says_nothing_new
+from ..doc.turnrecord import without_no_tools_note
 from ..kiwi import report as coverage
 
 HIDDEN_STATUSES = frozenset({"superseded", "forgotten"})
@@ -66,24 +66,11 @@ def _unwrap(target: str) -> str:
     return target.strip()
 
 
-# A turn record without tool calls has a Compact section that only says so and repeats the
-# output (memdir.turns.compaction.says_nothing_new). Indexed, it would make every turn match "tool"
-# and "calls", count the output's words twice and fill snippets with the repeat; the file
-# keeps it, the index leaves it out (migration 0700 does the same to older indexes).
-_NO_TOOLS_AT = "\n\n## Compact\n\n" + NO_TOOLS_NOTE
-_OUTPUT_AT = "\n\n## Output\n\n"
-_COMPACT_HEAD = len("\n\n## Compact\n\n")
-
-
 def searchable_body(doc_type: str | None, body: str) -> str:
     """The body the full-text index holds: the body, less a turn's no-tool-calls note."""
     if (doc_type or "").lower() != "turn":
         return body
-    start = body.find(_NO_TOOLS_AT)
-    end = body.find(_OUTPUT_AT)
-    if start < 0 or end <= start or not says_nothing_new(body[start + _COMPACT_HEAD : end]):
-        return body
-    return body[:start] + body[end:]
+    return without_no_tools_note(body)
 
 
 def analyze(rel: str, raw: bytes, mtime_ns: int, size: int) -> DocRow:

@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..doc import links
+from ..doc import turnrecord
 from . import postings
 
 if TYPE_CHECKING:
@@ -28,27 +28,13 @@ def batches(items: list[int], size: int) -> Iterator[list[int]]:
         yield items[lo : lo + size]
 
 
-TURN_SECTIONS = ("input", "compact", "output")
-
-
-def turn_parts(body: str) -> dict[str, str]:
-    """The Input, Compact and Output sections of a turn body, by lower-case name (stripped)."""
-    parts: dict[str, str] = {}
-    for section in links.sections(body):
-        name = section.heading.strip().lower()
-        if section.level == 2 and name in TURN_SECTIONS and name not in parts:
-            text = section.text.split("\n", 1)[1] if "\n" in section.text else ""
-            parts[name] = text.strip()
-    return parts
-
-
 def turn_text(body: str, *, with_compact: bool) -> str | None:
     """What a turn record says: its Input and Output (and Compact when it summarises tools).
 
     The section headings and the compactor's note for a turn without tool calls say
     nothing about the turn, so they stay out of its vector. None when not a turn body.
     """
-    parts = turn_parts(body)
+    parts = turnrecord.sections(body)
     if "input" not in parts:
         return None
     keep = ("input", "compact", "output") if with_compact else ("input", "output")

@@ -34,7 +34,8 @@ def hits_for(
     that matches the query's words (FTS5's window, as BM25 search shows it, without
     the brackets) or, for a hit found by meaning alone, the start of its best chunk.
     """
-    from ..index.passages import passage, turn_parts
+    from ..doc.turnrecord import sections as turn_parts
+    from ..index.passages import passage
     from ..index.search import present
 
     if not doc_ids:
