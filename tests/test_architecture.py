@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "memdir"
@@ -95,6 +97,66 @@ def test_providers_import_none_of_the_concerns_that_register_into_them() -> None
     for path in (SRC / "providers").rglob("*.py"):
         internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
         assert internal <= {"errors", "providers", "__version__"}, (str(path), internal)
+
+
+# Folders that ask index/ for what they need instead of running SQL on its tables.
+ASK_THE_INDEX = ("turns", "retrieval")
+# Words only SQL spells in capitals: statements and clauses, then the smaller words of a
+# condition (a fragment naming a table with these is SQL too; prose is lower case).
+SQL_CLAUSES = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|REPLACE|CREATE|DROP|FROM|JOIN|WHERE|MATCH|LIKE)\b"
+)
+SQL_WORDS = re.compile(r"\b(AND|OR|IN|ON|IS|NOT|NULL|EXISTS|AS|BY)\b")
+
+
+def index_tables() -> set[str]:
+    """Every table index/ creates under a fixed name (migrations and lazily made tables)."""
+    found: set[str] = set()
+    for path in (SRC / "index").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        found.update(
+            re.findall(r"CREATE (?:VIRTUAL )?TABLE (?:IF NOT EXISTS )?(\w+)\b(?!\.)", text)
+        )
+    return found
+
+
+def code_strings(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line, text)`` of each string a file's code holds (not its docstrings); an f-string
+    is one text, each replacement field shown as ``{}``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    skip = set(docstrings)  # and the pieces of f-strings, each seen whole
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            pieces = []
+            for value in node.values:
+                skip.add(id(value))
+                is_text = isinstance(value, ast.Constant) and isinstance(value.value, str)
+                pieces.append(value.value if is_text else "{}")
+            yield node.lineno, "".join(pieces)
+    for node in ast.walk(tree):
+        is_text = isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if is_text and id(node) not in skip:
+            yield node.lineno, node.value
+
+
+def test_only_the_index_names_a_table() -> None:
+    """turns/ and retrieval/ call index/ functions; no SQL on the index's tables of their own."""
+    tables = index_tables()
+    assert {"docs", "docs_fts", "worklogs", "worklog_fts", "turn_edges"} <= tables
+    table = re.compile(r"\b(" + "|".join(sorted(tables)) + r")\b")
+    found = []
+    for folder in ASK_THE_INDEX:
+        for path in sorted((SRC / folder).rglob("*.py")):
+            for line, text in code_strings(path):
+                if SQL_CLAUSES.search(text) or (table.search(text) and SQL_WORDS.search(text)):
+                    found.append(f"{path.relative_to(SRC)}:{line}: {text[:60]}")
+    assert found == []
 
 
 TESTS = Path(__file__).resolve().parent

@@ -406,6 +406,26 @@ def test_a_named_user_lifts_their_turns_and_leaves_the_query_vector(
     mem.close()
 
 
+def test_the_turns_next_to_a_candidate_lift_it_by_their_scores(toy: None, root: Path) -> None:
+    """With the neighbour boost on, a turn gains the weight times the fused score of the
+    turns just before and after it in its thread; a forgotten turn is no neighbour. (`why`
+    shows figures to five places.)"""
+    mem = _open(root, thread_weight=0.0, thread_boost=0.0, date_boost=0.0, neighbour_boost=0.5)
+    _conversation(mem)
+    hits = {h.path: h for h in mem.search("violin", mode="hybrid", limit=10, path_prefix="t/")}
+    rrf = {path: hit.why["rrf"] for path, hit in hits.items()}
+    assert hits["t/a1.md"].why["neighbour_boost"] == pytest.approx(0.5 * rrf["t/a2.md"], abs=1e-4)
+    both = 0.5 * (rrf["t/a1.md"] + rrf["t/a3.md"])
+    assert hits["t/a2.md"].why["neighbour_boost"] == pytest.approx(both, abs=1e-4)
+    assert hits["t/b1.md"].why["neighbour_boost"] == pytest.approx(0.5 * rrf["t/b2.md"], abs=1e-4)
+    mem.forget("t/a2.md")
+    hits = {h.path: h for h in mem.search("violin", mode="hybrid", limit=10, path_prefix="t/")}
+    assert "t/a2.md" not in hits
+    lift = 0.5 * hits["t/a3.md"].why["rrf"]
+    assert hits["t/a1.md"].why["neighbour_boost"] == pytest.approx(lift, abs=1e-4)
+    mem.close()
+
+
 def test_results_after_the_fifth_show_threads_not_yet_shown(toy: None, root: Path) -> None:
     mem = _open(root)
     for i in range(7):

@@ -7,18 +7,11 @@ import sqlite3
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..index import lookups
 from ..index.search import Hit, fts_query
 
 if TYPE_CHECKING:
     from ..vectors.index import VectorHit
-
-
-def ids_for(conn: sqlite3.Connection, paths: list[str]) -> dict[str, int]:
-    if not paths:
-        return {}
-    marks = ",".join("?" * len(paths))
-    rows = conn.execute(f"SELECT path, id FROM docs WHERE path IN ({marks})", paths).fetchall()
-    return {str(r[0]): int(r[1]) for r in rows}
 
 
 def hits_for(
@@ -40,13 +33,7 @@ def hits_for(
 
     if not doc_ids:
         return {}
-    marks = ",".join("?" * len(doc_ids))
-    rows = conn.execute(
-        "SELECT d.id, d.path, d.title, d.type, d.memory_kind, d.thread, d.user, d.created, "
-        f"d.episode_id, f.body FROM docs d JOIN docs_fts f ON f.rowid = d.id "
-        f"WHERE d.id IN ({marks})",
-        doc_ids,
-    ).fetchall()
+    rows = lookups.pointer_rows(conn, doc_ids)
     # Turns show `input → output`: only other documents need their matching window.
     others = [int(r["id"]) for r in rows if str(r["type"] or "").lower() != "turn"]
     windows = match_windows(conn, query, others) if query and others else {}
@@ -82,16 +69,10 @@ def match_windows(conn: sqlite3.Connection, query: str, doc_ids: list[int]) -> d
     Only documents whose match lies past the start of the body are listed (the
     window then begins with ``…``): for the others, the start already shows it.
     """
-    marks = ",".join("?" * len(doc_ids))
-    rows = conn.execute(
-        f"SELECT rowid, snippet(docs_fts, 1, '', '', '{_ELLIPSIS}', 16) FROM docs_fts "
-        f"WHERE docs_fts MATCH ? AND rowid IN ({marks})",
-        (fts_query(query), *doc_ids),
-    ).fetchall()
     out = {}
-    for doc_id, window in rows:
+    for doc_id, window in lookups.match_windows(conn, fts_query(query), doc_ids):
         text = " ".join(str(window or "").split())
-        if text.startswith(_ELLIPSIS.strip()):
+        if text.startswith(lookups.ELLIPSIS.strip()):
             out[int(doc_id)] = text
     return out
 
@@ -104,14 +85,11 @@ def chunk_text(conn: sqlite3.Connection, doc_id: int, chunk: VectorHit) -> str:
     if found is None:
         return ""
     text = " ".join(found[0][chunk.start : chunk.end].split())
-    return f"{_ELLIPSIS.strip()} {text}" if text else ""
+    return f"{lookups.ELLIPSIS.strip()} {text}" if text else ""
 
 
 # A pointer's snippet: at most this many characters, cut at a space.
 SNIPPET_CHARS = 160
-
-
-_ELLIPSIS = " … "
 
 
 def _cut(text: str, size: int) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
+from ..index import lookups
 from .fusion import Fused, add_boost
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def thread_match(
     """
     if not fused:
         return fused, {}
-    thread_of = threads_of(conn, [f.key for f in fused], shared=True)
+    thread_of = lookups.threads_of(conn, [f.key for f in fused], shared=True)
     k = rrf_k
     ranks = {d: rank_of[t] for d, t in thread_of.items() if t in rank_of}
     boosts = {d: weight / (k + r) for d, r in ranks.items()}
@@ -44,11 +45,9 @@ def date_boost(
 
     if not fused or not names_a_date(query):
         return fused
-    keys = [f.key for f in fused]
-    marks = ",".join("?" * len(keys))
     made = {
         int(row[0]): when
-        for row in conn.execute(f"SELECT id, created FROM docs WHERE id IN ({marks})", keys)
+        for row in lookups.created(conn, [f.key for f in fused])
         if (when := parse_time(row[1])) is not None
     }
     # A month named without a year ("in June") is looked for in the candidates' years.
@@ -63,44 +62,13 @@ def user_boost(
     conn: sqlite3.Connection, named: list[str], fused: list[Fused[int]], weight: float
 ) -> list[Fused[int]]:
     """Lift candidates written by a user the query names ("What did Melanie paint?")."""
-    keys = [f.key for f in fused]
-    marks = ",".join("?" * len(keys))
     wanted = {n.lower() for n in named}
     boosts = {
         int(r[0]): weight
-        for r in conn.execute(
-            f"SELECT id, user FROM docs WHERE id IN ({marks}) AND user IS NOT NULL", keys
-        )
+        for r in lookups.users(conn, [f.key for f in fused])
         if str(r[1]).lower() in wanted
     }
     return add_boost(fused, "user", boosts)
-
-
-def threads_of(
-    conn: sqlite3.Connection, keys: list[int], *, shared: bool = False
-) -> dict[int, str]:
-    """The thread of each document that has one.
-
-    ``shared``: only threads with another visible document. The thread signals lift a
-    document by what its thread holds; a thread of one document holds only that
-    document, whose own match would then count twice (a one-turn thread's turn
-    outranked a note that matched better on every signal).
-    """
-    marks = ",".join("?" * len(keys))
-    others = (
-        " AND EXISTS (SELECT 1 FROM docs o WHERE o.thread = d.thread AND o.id != d.id "
-        "AND o.hidden = 0 AND o.zone = 0)"
-        if shared
-        else ""
-    )
-    return {
-        int(r[0]): str(r[1])
-        for r in conn.execute(
-            f"SELECT d.id, d.thread FROM docs d WHERE d.id IN ({marks}) "
-            f"AND d.thread IS NOT NULL{others}",
-            keys,
-        )
-    }
 
 
 def thread_boost(
@@ -113,7 +81,7 @@ def thread_boost(
     """
     if not fused:
         return fused
-    thread_of = threads_of(conn, [f.key for f in fused], shared=True)
+    thread_of = lookups.threads_of(conn, [f.key for f in fused], shared=True)
     scores: dict[str, list[float]] = {}
     for item in fused:
         if item.key in thread_of:
@@ -134,24 +102,9 @@ def neighbour_boost(
     if not fused:
         return fused
     score = {f.key: f.score for f in fused}
-    keys = list(score)
     boosts: dict[int, float] = {}
-    marks = ",".join("?" * len(keys))
-    rows = conn.execute(
-        f"SELECT id, thread, created FROM docs WHERE id IN ({marks}) AND thread IS NOT NULL",
-        keys,
-    ).fetchall()
-    condition, params = flt.sql("d")
-    for row in rows:
-        doc_id, thread, created = int(row[0]), row[1], row[2]
-        neighbours = conn.execute(
-            "SELECT id FROM (SELECT d.id, d.created FROM docs d WHERE d.thread = ? "
-            f"AND d.created < ?{condition} ORDER BY d.created DESC LIMIT 1) "
-            "UNION ALL SELECT id FROM (SELECT d.id FROM docs d WHERE d.thread = ? "
-            f"AND d.created > ?{condition} ORDER BY d.created LIMIT 1)",
-            (thread, created, *params, thread, created, *params),
-        ).fetchall()
-        lift = sum(score.get(int(n[0]), 0.0) for n in neighbours)
+    for doc_id, neighbours in lookups.thread_neighbours(conn, list(score), flt):
+        lift = sum(score.get(n, 0.0) for n in neighbours)
         if lift:
             boosts[doc_id] = weight * lift
     return add_boost(fused, "neighbour", boosts)

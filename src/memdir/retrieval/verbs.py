@@ -27,6 +27,7 @@ from ..errors import (
     ModelMismatch,
     ProviderError,
 )
+from ..index import lookups
 from ..index.search import Filters, Hit, bm25, fts_query, words
 from . import pointers, signals
 from .fusion import diversify, rrf
@@ -426,7 +427,7 @@ class Retrieval:
         from ..index.passages import document_texts
 
         conn = self.index.conn
-        ids = pointers.ids_for(self.index.conn, paths)
+        ids = lookups.ids_for(self.index.conn, paths)
         out = {}
         for path in paths:
             found = document_texts(conn, ids[path]) if path in ids else None
@@ -520,7 +521,7 @@ class Retrieval:
         if size > DIVERSIFY_AFTER and fused:
             fused = diversify(
                 fused,
-                signals.threads_of(self.index.conn, [f.key for f in fused]),
+                lookups.threads_of(self.index.conn, [f.key for f in fused]),
                 keep=DIVERSIFY_AFTER,
             )
         top = fused[:size]
@@ -564,7 +565,7 @@ class Retrieval:
         conn = self.index.conn
         if flt.include_superseded or not has_passages(conn):
             lexical = bm25(conn, query, flt, depth)
-            ids = pointers.ids_for(self.index.conn, [h.path for h in lexical])
+            ids = lookups.ids_for(self.index.conn, [h.path for h in lexical])
             return [ids[h.path] for h in lexical if h.path in ids]
         condition, params = flt.sql("d")
         weight = float(self.settings.search.previous_weight)
@@ -599,12 +600,6 @@ class Retrieval:
         cached = self._users_cache
         if cached is not None and cached[0] == generation:
             return cached[1]
-        users = [
-            str(r[0])
-            for r in self.index.conn.execute(
-                "SELECT DISTINCT user FROM docs WHERE user IS NOT NULL AND user != '' "
-                "AND hidden = 0 AND zone = 0"
-            )
-        ]
+        users = lookups.visible_users(self.index.conn)
         self._users_cache = (generation, users)
         return users

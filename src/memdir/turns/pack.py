@@ -39,7 +39,7 @@ from ..doc.turnrecord import (
     validate_name,
 )
 from ..errors import InvalidDocument, InvalidInput, InvalidQuery
-from ..index import dag
+from ..index import dag, turnrows
 
 if TYPE_CHECKING:
     from ..files.store import Store
@@ -58,7 +58,6 @@ class PackSource(Protocol):
 SNAPSHOT = "SNAPSHOT.md"
 USER_SLACK = 8
 KEYWORD_WINDOW = 100
-ROUTER_WHERE = "(path = 'index.md' OR path LIKE '%/index.md')"
 
 
 @dataclass
@@ -250,9 +249,6 @@ class _Builder:
                 return
 
 
-_TURN_COLS = "d.path, d.episode_id, d.thread, d.user, d.created"
-
-
 def _newest(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
     return sorted(rows, key=lambda r: (r["created"] or "", r["episode_id"] or ""), reverse=True)
 
@@ -297,12 +293,7 @@ def build_pack(
             )
 
     # 2. routers, top first.
-    for row in conn.execute(
-        f"SELECT path FROM docs WHERE {ROUTER_WHERE} AND hidden = 0 AND zone = 0 "
-        "ORDER BY length(path) - length(replace(path, '/', '')), path LIMIT ?",
-        (max(cfg.context_routers, 0),),
-    ):
-        rel = row["path"]
+    for rel in turnrows.routers(conn, max(cfg.context_routers, 0)):
         try:
             text = (mem.store.root / rel).read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -313,26 +304,16 @@ def build_pack(
 
     # 3. latest turns of the thread.
     thread_rows = _newest(
-        conn.execute(
-            f"SELECT {_TURN_COLS} FROM docs d WHERE d.thread = ? AND +d.type = 'turn' "
-            "AND d.hidden = 0 AND d.zone = 0 ORDER BY d.created DESC LIMIT ?",
-            (thread, max(cfg.context_thread_turns, 0) + 8),
-        ).fetchall()
+        turnrows.thread_latest(conn, thread, max(cfg.context_thread_turns, 0) + 8)
     )[: max(cfg.context_thread_turns, 0)]
     for row in thread_rows:
         b.offer_turn(row, f"latest turn of thread {thread}", "full")
 
     # 4. recent turns of the same user in other threads.
     if user and cfg.context_user_turns > 0:
-        # The user's newest turns, read from the (user, created) index newest first; the
-        # same-thread ones are skipped in SQL so only the rows used are fetched. A few more
-        # than needed, so turns created in the same millisecond still sort by id.
-        rows = conn.execute(
-            f"SELECT {_TURN_COLS} FROM docs d WHERE d.user = ? AND +d.type = 'turn' "
-            "AND d.hidden = 0 AND d.zone = 0 AND +d.thread IS NOT ? "
-            "ORDER BY d.created DESC LIMIT ?",
-            (user, thread, cfg.context_user_turns + USER_SLACK),
-        ).fetchall()
+        # The user's newest turns in other threads; a few more than needed, so turns
+        # created in the same millisecond still sort by id.
+        rows = turnrows.user_latest(conn, user, thread, cfg.context_user_turns + USER_SLACK)
         for row in _newest(rows)[: cfg.context_user_turns]:
             b.offer_turn(row, f"recent turn of user {user} in thread {row['thread']}", "full")
 
@@ -355,7 +336,7 @@ def build_pack(
         recent = recent[: cfg.context_ancestors]
         for rank, node in enumerate(recent):
             form = "full" if rank < cfg.context_ancestors_compact else "io"
-            row = {
+            fields = {
                 "path": node.path,
                 "episode_id": node.id,
                 "thread": node.thread,
@@ -363,7 +344,7 @@ def build_pack(
                 "created": node.created,
             }
             reason = f"ancestor of {latest} (depth {node.depth})"
-            b.offer_turn(row, reason, form)
+            b.offer_turn(fields, reason, form)
 
     parts = [header] + [item.text for item in b.items]
     text = "\n\n".join(parts) + "\n"
@@ -413,15 +394,7 @@ def _keyword_turns(conn: sqlite3.Connection, kws: Sequence[str], count: int) -> 
             continue
     if not terms:
         return []
-    visible = "+d.type = 'turn' AND d.hidden = 0 AND d.zone = 0"
-    cands = [
-        int(r[0])
-        for r in conn.execute(
-            "SELECT f.rowid FROM docs_fts f JOIN docs d ON d.id = f.rowid "
-            f"WHERE docs_fts MATCH ? AND {visible} ORDER BY f.rowid DESC LIMIT ?",
-            (" OR ".join(terms), KEYWORD_WINDOW),
-        )
-    ]
+    cands = turnrows.matching_turns(conn, " OR ".join(terms), KEYWORD_WINDOW)
     if not cands:
         return []
     window = set(cands)
@@ -429,12 +402,7 @@ def _keyword_turns(conn: sqlite3.Connection, kws: Sequence[str], count: int) -> 
     weight: dict[int, float] = {}
     for term in terms:
         # Every match of a term at or above ``low`` is an OR match too, so at most the window.
-        found = {
-            int(r[0])
-            for r in conn.execute(
-                "SELECT rowid FROM docs_fts WHERE docs_fts MATCH ? AND rowid >= ?", (term, low)
-            )
-        } & window
+        found = turnrows.matches_from(conn, term, low) & window
         if not found:
             continue
         idf = math.log(1 + (len(cands) - len(found) + 0.5) / (len(found) + 0.5))
@@ -443,21 +411,10 @@ def _keyword_turns(conn: sqlite3.Connection, kws: Sequence[str], count: int) -> 
     # Within the window, newest first by the record's own time and id, never by rowid: a
     # rowid is the order rows reached this index (an import, a rebuild), not the turns' time.
     # Plain tuples of the sort columns first; whole rows only for the turns kept.
-    cur = conn.cursor()
-    cur.row_factory = None
-    marks = ",".join("?" * len(cands))
-    keys = cur.execute(
-        f"SELECT d.id, d.created, d.episode_id FROM docs d WHERE d.id IN ({marks})", cands
-    ).fetchall()
+    keys = turnrows.sort_keys(conn, cands)
     keys.sort(key=lambda k: (k[1] or "", k[2] or ""), reverse=True)
     # A stable sort: turns of the same weight stay newest first.
     keys.sort(key=lambda k: -round(weight.get(int(k[0]), 0.0), 9))
     best = [int(k[0]) for k in keys[:count]]
-    marks = ",".join("?" * len(best))
-    rows = {
-        int(r["id"]): r
-        for r in conn.execute(
-            f"SELECT d.id, {_TURN_COLS} FROM docs d WHERE d.id IN ({marks})", best
-        )
-    }
+    rows = turnrows.turns_by_id(conn, best)
     return [rows[r] for r in best if r in rows]

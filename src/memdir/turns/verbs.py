@@ -31,7 +31,7 @@ from ..doc.turnrecord import (
     worklog_path,
 )
 from ..errors import InvalidDocument, InvalidInput, NotFound
-from ..index import dag
+from ..index import dag, turnrows, worklogs
 from ..index.dag import DagNode
 
 if TYPE_CHECKING:
@@ -156,12 +156,8 @@ class TurnLog:
         """Every parent must be an existing turn: one index look-up, files only as a fallback."""
         if not parent_ids:
             return
-        marks = ",".join("?" * len(parent_ids))
         known: dict[str, tuple[str, str]] = {}
-        for row in self.index.conn.execute(
-            f"SELECT episode_id, path, type FROM docs WHERE episode_id IN ({marks})",
-            list(parent_ids),
-        ):
+        for row in turnrows.by_episode(self.index.conn, parent_ids):
             if row["type"] == TURN_TYPE or row["episode_id"] not in known:
                 known[row["episode_id"]] = (row["path"], row["type"] or "")
         for pid in parent_ids:
@@ -247,21 +243,12 @@ class TurnLog:
 
         Runs only on demand (``search_worklogs``): work logs are never searched by default.
         """
-        conn = self.index.conn
-        todo = conn.execute(
-            "SELECT d.id, d.path FROM docs d LEFT JOIN worklogs w "
-            "ON w.doc_id = d.id AND w.path = d.path WHERE d.type = 'turn' AND w.doc_id IS NULL"
-        ).fetchall()
-        stale = conn.execute(
-            "SELECT w.doc_id FROM worklogs w LEFT JOIN docs d "
-            "ON d.id = w.doc_id AND d.path = w.path WHERE d.id IS NULL"
-        ).fetchall()
+        todo, stale = worklogs.pending(self.index.conn)
         if not todo and not stale:
             return 0
         with self.index.transaction() as tx:
-            for (doc_id,) in stale:
-                tx.execute("DELETE FROM worklog_fts WHERE rowid = ?", (doc_id,))
-                tx.execute("DELETE FROM worklogs WHERE doc_id = ?", (doc_id,))
+            for doc_id in stale:
+                worklogs.drop(tx, doc_id)
             for doc_id, path in todo:
                 side = self.store.root / (path[: -len(".md")] + WORKLOG_SUFFIX)
                 try:
@@ -270,16 +257,8 @@ class TurnLog:
                     size, mtime = st.st_size, st.st_mtime_ns
                 except OSError:
                     data, size, mtime = b"", 0, 0
-                tx.execute("DELETE FROM worklog_fts WHERE rowid = ?", (doc_id,))
-                tx.execute(
-                    "INSERT INTO worklog_fts(rowid, body) VALUES (?, ?)",
-                    (doc_id, data.decode("utf-8", errors="replace")),
-                )
-                tx.execute(
-                    "INSERT OR REPLACE INTO worklogs(doc_id, path, size, mtime_ns) "
-                    "VALUES (?, ?, ?, ?)",
-                    (doc_id, path, size, mtime),
-                )
+                text = data.decode("utf-8", errors="replace")
+                worklogs.put(tx, doc_id, path, text, size, mtime)
         return len(todo)
 
     def search_worklogs(
@@ -299,14 +278,7 @@ class TurnLog:
         match = fts_query(query)
         self._sync()
         self.sync_worklogs()
-        where, params = (filters or Filters()).sql("d")
-        rows = self.index.conn.execute(
-            "SELECT d.path, d.episode_id, snippet(worklog_fts, 0, '[', ']', ' … ', 16) AS snip, "
-            "bm25(worklog_fts) AS score FROM worklog_fts JOIN docs d ON d.id = worklog_fts.rowid "
-            f"WHERE worklog_fts MATCH ? AND d.type = 'turn'{where} "
-            "ORDER BY score, d.episode_id LIMIT ?",
-            (match, *params, limit),
-        ).fetchall()
+        rows = worklogs.search(self.index.conn, match, filters or Filters(), limit)
         return [
             Hit(
                 path=row["path"][: -len(".md")] + WORKLOG_SUFFIX,
