@@ -376,3 +376,44 @@ def test_search_limit_help_names_the_setting_that_defaults_it() -> None:
     assert Settings().search.default_limit
     done = run_cli("search", "--help")
     assert "search.default_limit" in " ".join(done.stdout.decode().split())
+
+
+BLOCK_EXTRAS = '''
+import importlib.abc, sys
+
+class _Absent(importlib.abc.MetaPathFinder):
+    """As if the server and mcp extras were not installed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("fastapi", "starlette", "uvicorn", "mcp"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _Absent())
+'''
+
+
+@pytest.mark.parametrize(("command", "extra"), [("serve", "server"), ("mcp", "mcp")])
+def test_servers_without_their_extra_name_it_in_one_line(
+    tmp_path: Path, command: str, extra: str
+) -> None:
+    """No traceback: one line saying which extra to install, and a failing exit code."""
+    import os
+
+    Store.init(tmp_path / "s", git=False)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(BLOCK_EXTRAS)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    done = subprocess.run(
+        [sys.executable, "-m", "memdir", "--root", str(tmp_path / "s"), command],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"memdir[{extra}]" in lines[0], done.stderr

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..access import is_loopback
-from ..errors import ConfigError, MemdirError
+from ..errors import ConfigError, MemdirError, MissingExtra
 
 
 def server_settings(root: str | None) -> Any:
@@ -64,7 +64,14 @@ def serve_cmd(
     Example: memdir serve --port 3333
     """
     started = time.perf_counter()
-    import uvicorn
+    try:
+        import fastapi  # noqa: F401  (the app's framework: named here so its absence is)
+        import uvicorn
+    except ImportError as missing:
+        raise MissingExtra(
+            f"memdir serve needs the server extra ({missing.name or missing} is missing): "
+            "pip install 'memdir[server]'"
+        ) from None
 
     from ..access import TokenRegistry
     from ..settings import config_path

@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from ..errors import MissingExtra
+
 
 def _settings(root: str | None) -> Any:
     from ..files.layout import find_root
@@ -38,7 +40,14 @@ def mcp_cmd(ctx: click.Context, root: str | None) -> None:
     Example: memdir --root ~/agent-memory mcp
     """
     from ..service import Memory
-    from .server import build_server
+
+    try:
+        from .server import build_server
+    except ImportError as exc:
+        raise MissingExtra(
+            f"memdir mcp needs the mcp extra ({exc.name or exc} is missing): "
+            "pip install 'memdir[mcp]'"
+        ) from None
 
     chosen = root or (ctx.find_root().obj or {}).get("root")
     found, settings = _settings(chosen)
