@@ -326,6 +326,23 @@ def test_openapi_describes_every_route(client: httpx.Client) -> None:
     assert "HTTPBearer" in json.dumps(doc["components"]["securitySchemes"])
 
 
+def test_the_docs_page_needs_no_network(client: httpx.Client) -> None:
+    """/docs lists every operation of the schema from the server itself: no script, no
+    address of another host, a policy that would block one anyway."""
+    import re
+
+    page = client.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    text = page.text
+    assert "<script" not in text.lower()
+    assert re.findall(r"(?:src|href)=\"(?!/)[^\"]*\"", text) == []  # only this server's
+    doc = client.get("/openapi.json").json()
+    for path, item in doc["paths"].items():
+        for method in item:
+            assert f"{method.upper()}</span> <code>{path}</code>" in text, (method, path)
+
+
 def test_without_tokens_only_loopback_host_names(client: httpx.Client) -> None:
     refused = client.get("/v1/ls", headers={"Host": "attacker.example:3333"})
     assert refused.status_code == 403

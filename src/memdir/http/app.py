@@ -23,7 +23,7 @@ from starlette.routing import Route
 from .. import __version__
 from ..access import TokenRegistry
 from ..service import Memory
-from . import engine_routes, errors, routes, turn_routes
+from . import apidocs, engine_routes, errors, routes, turn_routes
 from .middleware import ServerMiddleware
 
 log = logging.getLogger("memdir.http")
@@ -79,7 +79,7 @@ def create_api(memory: Memory, registry: TokenRegistry, *, mcp: bool = True) -> 
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # served by memdir.http.apidocs, with no CDN
         redoc_url=None,
     )
     app.state.memory = memory
@@ -89,6 +89,7 @@ def create_api(memory: Memory, registry: TokenRegistry, *, mcp: bool = True) -> 
     app.include_router(routes.router)
     app.include_router(turn_routes.router)
     app.include_router(engine_routes.router)
+    app.include_router(apidocs.router)
     if mount is not None:
         app.router.routes.append(Route("/mcp", endpoint=mount, include_in_schema=False))
     return app
