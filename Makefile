@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench clean install
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,23 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# `memdir` on the user's PATH: pipx or uv's tool install where present, else a venv of its
+# own in $(TOOL_HOME) with a link in $(TOOL_BIN) (docs/agents.md).
+TOOL_HOME ?= $(HOME)/.local/share/memdir
+TOOL_BIN ?= $(HOME)/.local/bin
+install:
+	@if command -v pipx >/dev/null 2>&1; then \
+		pipx install --force '.[all]'; \
+	elif command -v uv >/dev/null 2>&1; then \
+		uv tool install --force '.[all]'; \
+	else \
+		$(PY) -m venv $(TOOL_HOME)/venv && \
+		$(TOOL_HOME)/venv/bin/python -m pip install --quiet --upgrade pip && \
+		$(TOOL_HOME)/venv/bin/python -m pip install --quiet '.[all]' && \
+		mkdir -p $(TOOL_BIN) && ln -sf $(TOOL_HOME)/venv/bin/memdir $(TOOL_BIN)/memdir && \
+		echo "memdir installed in $(TOOL_HOME)/venv, linked from $(TOOL_BIN)/memdir"; \
+	fi
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
