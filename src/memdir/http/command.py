@@ -64,14 +64,14 @@ def serve_cmd(
     Example: memdir serve --port 3333
     """
     started = time.perf_counter()
-    try:
-        import fastapi  # noqa: F401  (the app's framework: named here so its absence is)
-        import uvicorn
-    except ImportError as missing:
+    # Found, not imported: the server listens before the framework loads (DeferredApp).
+    absent = [name for name in ("uvicorn", "fastapi") if not _installed(name)]
+    if absent:
         raise MissingExtra(
-            f"memdir serve needs the server extra ({missing.name or missing} is missing): "
+            f"memdir serve needs the server extra ({absent[0]} is missing): "
             "pip install 'memdir[server]'"
-        ) from None
+        )
+    import uvicorn
 
     from ..access import TokenRegistry
     from ..settings import config_path
@@ -158,3 +158,12 @@ def _configure_logging(access: bool) -> None:
         quiet = name == "memdir.access" and not access
         logger.setLevel(logging.WARNING if quiet else logging.INFO)
         logger.propagate = False
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
