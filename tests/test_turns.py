@@ -97,9 +97,11 @@ def test_bad_input_writes_nothing(tmem: Memory) -> None:
     tmem.write("notes/b.md", "---\nepisode_id: operational-x-1\ntype: episode\n---\nhi\n")
     cases = [
         ({"parents": [new_id()]}, "unknown parent turn"),
-        ({"parents": ["not-an-id"]}, "unknown parent turn: not-an-id"),
-        ({"parents": [note_id]}, "is not a turn"),
-        ({"parents": ["operational-x-1"]}, "is not a turn"),
+        ({"parents": ["not-an-id"]}, "'not-an-id' is neither a turn id nor a document path"),
+        ({"parents": [note_id]}, "is not a turn: notes/a.md has type 'note'; name it by its path"),
+        ({"parents": ["operational-x-1"]}, "neither a turn id nor a document path"),
+        ({"parents": ["notes/missing.md"]}, "unknown parent document: notes/missing.md"),
+        ({"parents": ["../outside.md"]}, "'..' part"),
         ({"input": "", "output": "  "}, "both are empty"),
         ({"thread": "a/b"}, "path separators"),
         ({"thread": "x\x07"}, "control character"),
@@ -459,3 +461,68 @@ def test_worklog_search_limit_defaults_to_the_search_limit(tmp_path: Path) -> No
             mem.record_turn(thread=f"t{n}", input="look", output="ok", worklog=log)
         assert len(mem.search_worklogs("zebrafish")) == 2
         assert len(mem.search_worklogs("zebrafish", limit=3)) == 3
+
+
+def test_a_document_can_be_a_parent(tmem: Memory) -> None:
+    """Parents name any memory: the DAG and the next context pack show the article a turn
+    used beside the turn before it; a forgotten article drops out of both."""
+    tmem.write("wiki/bread/starter.md", "---\ntype: article\n---\n# Starter\n\nFeed it at 8.\n")
+    first = tmem.record_turn(thread="t", input="when do I feed the starter?", output="at 8")
+    second = tmem.record_turn(
+        thread="t",
+        input="and on weekends?",
+        output="the same",
+        parents=[first.id, "./wiki/bread//starter.md"],
+    )
+    assert second.parents == (first.id, "wiki/bread/starter.md")  # in its normal form
+    assert parse_turn((tmem.root / turn_path(second.id)).read_text()).parents == second.parents
+    up = tmem.ancestors(second.id)
+    assert [(n.id, n.type, n.depth) for n in up] == [
+        ("wiki/bread/starter.md", "article", 1),
+        (first.id, "turn", 1),
+    ]
+    assert dag.walk_bfs(tmem.index.conn, second.id, 10, 1000, up=True) == up
+    assert tmem.descendants(first.id)[0].id == second.id
+    third = tmem.record_turn(thread="t", input="thanks", output="welcome", parents=[second.id])
+    assert {(n.id, n.depth) for n in tmem.ancestors(third.id)} == {
+        (second.id, 1),
+        (first.id, 2),
+        ("wiki/bread/starter.md", 2),
+    }
+    pack = tmem.context("t", budget=4000)
+    used = [i for i in pack.items if i.path == "wiki/bread/starter.md"]
+    assert len(used) == 1 and used[0].kind == "document"
+    assert "Feed it at 8." in used[0].text and used[0].reason.startswith("ancestor of")
+    tmem.forget("wiki/bread/starter.md", reason="wrong")
+    assert "wiki/bread/starter.md" not in [n.id for n in tmem.ancestors(third.id)]
+    assert all(i.path != "wiki/bread/starter.md" for i in tmem.context("t", budget=4000).items)
+
+
+def test_a_confined_token_names_no_document_parent_outside_its_prefix(tmp_path: Path) -> None:
+    """Over HTTP, a document parent outside the token's prefix is refused whether or not it
+    exists, so the refusal tells nothing about the files outside."""
+    import subprocess
+
+    from helpers import run_cli
+    from http_server import live_server
+
+    root = Store.init(tmp_path / "s")
+    (root / "wiki").mkdir(exist_ok=True)
+    (root / "wiki" / "secret.md").write_text("# Secret\n")
+    (root / "episodes" / "mine.md").write_text("# Mine\n")
+    for args in (["add", "-A"], ["commit", "-qm", "seed"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    made = run_cli(
+        "token", "create", "w", "--scope", "write", "--prefix", "episodes/", "--json", cwd=root
+    )
+    assert made.returncode == 0, made.stderr
+    token = json.loads(made.stdout)["token"]
+    with live_server(root, {"store": {"git_commit": False}}) as live, live.client(token) as c:
+        for parent in ("wiki/secret.md", "wiki/absent.md"):
+            got = c.post("/v1/turns", json={"thread": "t", "input": "x", "parents": [parent]})
+            assert got.status_code == 403, got.text
+        ok = c.post(
+            "/v1/turns", json={"thread": "t", "input": "x", "parents": ["episodes/mine.md"]}
+        )
+        assert ok.status_code == 201, ok.text
+        assert ok.json()["parents"] == ["episodes/mine.md"]

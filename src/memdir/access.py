@@ -340,3 +340,13 @@ def authorize_path(principal: Principal, store: _Resolver, path: str) -> str:
         real = os.path.relpath(os.path.realpath(target), os.path.realpath(store.root))
         principal.check_path(real.replace(os.sep, "/"))
     return norm
+
+
+def authorize_parents(principal: Principal, store: _Resolver, parents: Iterable[str]) -> None:
+    """Check the document paths among a turn's ``parents`` as :func:`authorize_path` does:
+    a confined token names no document outside its prefix (not even to learn it exists)."""
+    from .doc.turnrecord import is_turn_id
+
+    for parent in parents:
+        if isinstance(parent, str) and not is_turn_id(parent.strip()):
+            authorize_path(principal, store, parent.strip())

@@ -105,7 +105,12 @@ def _split(values: tuple[str, ...]) -> list[str]:
     type=click.Path(dir_okay=False),
     help="Work log as a JSON Lines file (kept byte for byte).",
 )
-@click.option("--parent", "parents", multiple=True, help="A parent turn id (repeatable).")
+@click.option(
+    "--parent",
+    "parents",
+    multiple=True,
+    help="What the turn used: a turn id or a document path (repeatable).",
+)
 @click.option(
     "--keyword", "--keywords", "keywords", multiple=True, help="Keywords (repeatable or a,b)."
 )

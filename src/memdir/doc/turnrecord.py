@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import InvalidDocument, InvalidInput
-from . import frontmatter, links
+from ..errors import InvalidDocument, InvalidInput, MemdirError
+from . import frontmatter, links, paths
 from .ids import id_time_ms
 from .text import bad_char, unicode_text
 
@@ -183,13 +183,18 @@ def validate_keywords(values: object) -> tuple[str, ...]:
 
 
 def validate_parent_ids(values: object, own_id: str | None = None) -> tuple[str, ...]:
-    """Parent ids: well-formed, deduplicated in order, never the record's own id."""
+    """Parents: turn ids and document paths (``wiki/bread/starter.md``: any memory the turn
+    used), well-formed, deduplicated in order, never the record's own id.
+
+    A path is given in its normal form (:func:`memdir.doc.paths.normalize`) and names a
+    markdown file; whether it exists is the turn log's check.
+    """
     if values is None:
         return ()
     if isinstance(values, str):
         values = [v for v in re.split(r"[,\s]+", values) if v]
     if not isinstance(values, Iterable):
-        raise InvalidInput("parents must be a list of turn ids")
+        raise InvalidInput("parents must be a list of turn ids or document paths")
     out: list[str] = []
     for value in values:
         if not isinstance(value, str):
@@ -200,11 +205,28 @@ def validate_parent_ids(values: object, own_id: str | None = None) -> tuple[str,
             raise InvalidInput(f"parent id {ident!r} contains a control character ({bad!r})")
         if own_id is not None and ident == own_id:
             raise InvalidInput(f"a turn cannot be its own parent: {ident}")
+        if not is_turn_id(ident):
+            ident = parent_path(ident)
         if ident not in out:
             out.append(ident)
     if len(out) > MAX_PARENTS:
         raise InvalidInput(f"at most {MAX_PARENTS} parents")
     return tuple(out)
+
+
+def parent_path(value: str) -> str:
+    """A parent that is no turn id, as the document path it must be (normal form)."""
+    try:
+        norm = paths.normalize(value)
+    except MemdirError as exc:
+        raise InvalidInput(
+            f"parent {value!r} is neither a turn id nor a document path: {exc.message}"
+        ) from None
+    if not paths.is_markdown(norm):
+        raise InvalidInput(
+            f"parent {value!r} is neither a turn id nor a document path (a .md file of the store)"
+        )
+    return norm
 
 
 def check_text(kind: str, value: object) -> str:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from ..access import authorize_parents
 from ..doc.ids import new_id
 from ..doc.turnrecord import is_turn_id, turn_path
 from .auth import ActorHeader, Mem, ProvenanceHeader, Reader, Writer, check_actor, check_provenance
@@ -25,7 +26,10 @@ class TurnBody(StrictBody):
     )
     user: str = ""
     channel: str = ""
-    parents: list[str] = Field(default_factory=list, description="Ids of turns this one used.")
+    parents: list[str] = Field(
+        default_factory=list,
+        description="What this turn used: ids of turns and paths of documents of the store.",
+    )
     keywords: list[str] = Field(default_factory=list)
 
 
@@ -53,6 +57,7 @@ def record_turn(
     prov = check_provenance(x_provenance)
     ident = new_id()
     principal.check_path(turn_path(ident))
+    authorize_parents(principal, mem.store, body.parents)
     record = mem.record_turn(
         thread=body.thread,
         input=body.input,

@@ -15,7 +15,12 @@ from ..errors import InvalidInput, NotFound
 
 class DagNode(NamedTuple):
     """A turn reached by a DAG walk, ``depth`` steps away (a named tuple: a walk can make a
-    thousand of them, and a tuple is made three times faster than a frozen dataclass)."""
+    thousand of them, and a tuple is made three times faster than a frozen dataclass).
+
+    Walking up also reaches the documents a turn names as parents (an article, an episode,
+    a source): their ``id`` is their path, ``type`` their frontmatter type, and a walk goes
+    no further up from them.
+    """
 
     id: str
     path: str
@@ -23,6 +28,7 @@ class DagNode(NamedTuple):
     thread: str
     user: str
     created: str
+    type: str = "turn"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -32,6 +38,7 @@ class DagNode(NamedTuple):
             "thread": self.thread,
             "user": self.user,
             "created": self.created,
+            "type": self.type,
         }
 
 
@@ -62,23 +69,46 @@ def walk(conn: sqlite3.Connection, start: str, depth: int, limit: int, up: bool)
         f"WITH RECURSIVE walk(eid, depth) AS (SELECT ?, 0 UNION {step} LIMIT ?), "
         "best(eid, depth, n) AS (SELECT eid, min(depth), count(*) FROM walk GROUP BY eid) "
         "SELECT b.eid, b.depth, b.n, n.path, n.thread, n.user, n.created, n.hidden "
-        "FROM best b CROSS JOIN turn_nodes n ON n.eid = b.eid ORDER BY b.depth, b.eid DESC",
+        "FROM best b LEFT JOIN turn_nodes n ON n.eid = b.eid ORDER BY b.depth, b.eid DESC",
         (start, depth, cap),
     ).fetchall()
-    if not rows or rows[0][0] != start:
+    if not rows or rows[0][0] != start or rows[0][3] is None:
         raise NotFound(f"no such turn: {start}")
     if sum({r[0]: r[2] for r in rows}.values()) >= cap:
         return walk_bfs(conn, start, depth, limit, up)
+    docs = documents(conn, [r[0] for r in rows if r[3] is None and not is_turn_id(r[0])])
     nodes: list[DagNode] = []
     seen = {start}
     for eid, level, _n, path, thread, user, created, hidden in rows:
-        if hidden or eid in seen:
-            continue  # a forgotten turn, or a second file with the same id
+        if eid in seen:
+            continue  # a second file with the same id
+        if path is None:  # a document parent, or a dangling parent id (no turn_nodes row)
+            doc = docs.get(eid)
+            if doc is None:
+                continue
+            nodes.append(doc._replace(depth=level))
+        elif hidden:
+            continue  # a forgotten turn
+        else:
+            nodes.append(DagNode(eid, path, level, thread or "", user or "", created or ""))
         seen.add(eid)
-        nodes.append(DagNode(eid, path, level, thread or "", user or "", created or ""))
         if len(nodes) == limit:
             break
     return nodes
+
+
+def documents(conn: sqlite3.Connection, rels: list[str]) -> dict[str, DagNode]:
+    """The visible documents among ``rels`` (paths named as parents), as nodes of depth 0."""
+    out: dict[str, DagNode] = {}
+    for i in range(0, len(rels), 500):
+        chunk = rels[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        for path, kind, created in conn.execute(
+            f"SELECT path, type, created FROM docs WHERE path IN ({marks}) AND hidden = 0",
+            chunk,
+        ):
+            out[path] = DagNode(path, path, 0, "", "", str(created or ""), str(kind or "document"))
+    return out
 
 
 def walk_bfs(
@@ -156,12 +186,13 @@ def walk_bfs(
             rows = query(frontier)
             for row in rows:
                 note(row, level)
+    docs = documents(conn, [i for i, _ in found if i not in info and not is_turn_id(i)])
     nodes = []
     for ident, level in found:
-        node = info.get(ident)
+        node = info.get(ident) or docs.get(ident)
         if node is None or ident in hidden:
             continue  # a dangling parent id, or a forgotten turn
-        nodes.append(DagNode(node.id, node.path, level, node.thread, node.user, node.created))
+        nodes.append(node._replace(depth=level))
     return nodes[:limit]
 
 

@@ -10,7 +10,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from ..access import Principal
+from ..access import Principal, authorize_parents
 from ..doc.ids import new_id
 from ..doc.turnrecord import is_turn_id, turn_path
 from . import engine_tools
@@ -197,7 +197,11 @@ def register(server: MCPServer, t: Tooling) -> None:
         ] = "",
         output: Annotated[str, Field(description="What you answered.")] = "",
         parents: Annotated[
-            list[str] | None, Field(description="Ids of the turns this one used.")
+            list[str] | None,
+            Field(
+                description="What this turn used: ids of turns (from the context pack or "
+                "turn tools) and paths of documents (from search or read)."
+            ),
         ] = None,
         keywords: Annotated[
             list[str] | None,
@@ -215,6 +219,7 @@ def register(server: MCPServer, t: Tooling) -> None:
         def body(p: Principal) -> Any:
             ident = new_id()
             p.check_path(turn_path(ident))
+            authorize_parents(p, mem.store, parents or ())
             return mem.record_turn(
                 thread=thread,
                 input=input,

@@ -248,6 +248,18 @@ class _Builder:
             if self.offer(PackItem("turn", rec.id, path, reason, text), tokens):
                 return
 
+    def offer_document(self, rel: str, reason: str, kind: str = "document") -> None:
+        """A document's body (clipped), titled by its path."""
+        if rel in self.by_path:
+            self.offer(PackItem(kind, rel, rel, reason, ""))
+            return
+        try:
+            text = (self.mem.store.root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        body = _clip(frontmatter.body_of(text), self.limit)
+        self.offer(PackItem(kind, rel, rel, reason, _item_text(rel, reason, body)))
+
 
 def _newest(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
     return sorted(rows, key=lambda r: (r["created"] or "", r["episode_id"] or ""), reverse=True)
@@ -294,13 +306,7 @@ def build_pack(
 
     # 2. routers, top first.
     for rel in turnrows.routers(conn, max(cfg.context_routers, 0)):
-        try:
-            text = (mem.store.root / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        text = frontmatter.body_of(text)
-        reason = "top router" if rel == "index.md" else "router"
-        b.offer(PackItem("router", rel, rel, reason, _item_text(rel, reason, _clip(text, b.limit))))
+        b.offer_document(rel, "top router" if rel == "index.md" else "router", "router")
 
     # 3. latest turns of the thread.
     thread_rows = _newest(
@@ -344,7 +350,10 @@ def build_pack(
                 "created": node.created,
             }
             reason = f"ancestor of {latest} (depth {node.depth})"
-            b.offer_turn(fields, reason, form)
+            if node.type == "turn":
+                b.offer_turn(fields, reason, form)
+            else:  # a document the turns named as a parent: what they used
+                b.offer_document(node.path, reason)
 
     parts = [header] + [item.text for item in b.items]
     text = "\n\n".join(parts) + "\n"

@@ -152,8 +152,10 @@ class TurnLog:
         self._after_record()
         return record
 
-    def _check_parents(self, parent_ids: Sequence[str]) -> None:
-        """Every parent must be an existing turn: one index look-up, files only as a fallback."""
+    def _check_parents(self, parents: Sequence[str]) -> None:
+        """Every parent must be an existing turn or document of the store."""
+        parent_ids = [p for p in parents if is_turn_id(p)]
+        self._check_documents([p for p in parents if not is_turn_id(p)])
         if not parent_ids:
             return
         known: dict[str, tuple[str, str]] = {}
@@ -174,8 +176,19 @@ class TurnLog:
                     continue
                 raise InvalidInput(f"parent {pid} is not a turn ({turn_path(pid)})")
             if path:
-                raise InvalidInput(f"parent {pid} is not a turn: {path} has type {kind!r}")
+                raise InvalidInput(
+                    f"parent {pid} is not a turn: {path} has type {kind!r}; name it by its path"
+                )
             raise InvalidInput(f"unknown parent turn: {pid}")
+
+    def _check_documents(self, rels: Sequence[str]) -> None:
+        """Parents that are document paths: each an existing markdown file of the store, in
+        its own name (a symlink would make the DAG name another file)."""
+        for rel in rels:
+            if not self.store.exists(rel):
+                raise InvalidInput(f"unknown parent document: {rel}")
+            if self.store.resolve(rel)[0] != rel:
+                raise InvalidInput(f"parent {rel} is a symlink to another file")
 
     # -- reading -------------------------------------------------------------
 
