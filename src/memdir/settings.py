@@ -320,17 +320,31 @@ def harness_digest(text: str) -> str:
 
 
 def pinned_harness(root: Path) -> str | None:
-    """The pinned hash from ``.memdir/config.toml`` (None when not pinned)."""
+    """The pinned hash of HARNESS.md from ``.memdir/config.toml`` (None when not pinned)."""
+    return pinned(root, "sha256")
+
+
+def pinned(root: Path, key: str) -> str | None:
+    """A pin of the ``[harness]`` table: ``sha256`` (HARNESS.md) or ``questions``
+    (evals/questions.yaml, the evaluation's question set). None when not pinned."""
     table = read_config(root).get("harness")
-    value = table.get("sha256") if isinstance(table, dict) else None
+    value = table.get(key) if isinstance(table, dict) else None
     return value if isinstance(value, str) and value else None
 
 
 def pin_harness(root: Path, digest: str) -> None:
     """Write ``[harness] sha256 = digest`` into the config (atomic replace)."""
+    pin(root, sha256=digest)
+
+
+def pin(root: Path, **digests: str) -> None:
+    """Set pins of the ``[harness]`` table, keeping the others (atomic replace)."""
     path = config_path(root)
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    table = f'[harness]\nsha256 = "{digest}"\n'
+    current = read_config(root).get("harness")
+    values = {k: v for k, v in (current or {}).items() if isinstance(v, str) and v}
+    values.update(digests)
+    table = "[harness]\n" + "".join(f'{k} = "{v}"\n' for k, v in values.items())
     if _HARNESS_TABLE.search(text):
         text = _HARNESS_TABLE.sub(lambda _m: table, text, count=1)
     else:

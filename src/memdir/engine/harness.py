@@ -17,7 +17,7 @@ from typing import Any
 
 from ..doc.text import read_utf8
 from ..errors import ConfigError, HarnessChanged
-from ..settings import harness_digest, pin_harness, pinned_harness
+from ..settings import harness_digest, pin, pin_harness, pinned, pinned_harness
 from .program import data_items, split_sections
 
 # Defects the engine knows how to count; the harness chooses which of them are drift.
@@ -257,6 +257,51 @@ def check(root: Path) -> Harness:
         raise HarnessChanged(
             "HARNESS.md changed since it was pinned "
             f"(pinned {expected[:12]}, now {harness.sha256[:12]}); ingest, consolidate, bundle "
-            "add, bundle remove, episode add and reflect refuse until `memdir harness accept`"
+            "add, bundle remove, episode add, reflect, refine, evaluate and query refuse "
+            "until `memdir harness accept`"
         )
     return harness
+
+
+# -- the rest of the yardstick: the question set and what each run judged against ---------
+
+QUESTIONS = "evals/questions.yaml"
+
+
+def questions_digest(root: Path) -> str | None:
+    """The SHA-256 of evals/questions.yaml's text (None when there is no such file)."""
+    path = root / QUESTIONS
+    return harness_digest(read_utf8(path)) if path.is_file() else None
+
+
+def check_questions(root: Path) -> str | None:
+    """The question set's digest; raise HarnessChanged when it differs from its pin.
+
+    As for HARNESS.md, a store with no pin is pinned on first use (the first evaluate), so
+    scores are always compared over the same questions; ``memdir harness accept`` pins a
+    changed set (the next evaluate is then a new baseline).
+    """
+    digest = questions_digest(root)
+    if digest is None:
+        return None
+    expected = pinned(root, "questions")
+    if expected is None:
+        pin(root, questions=digest)
+    elif expected != digest:
+        raise HarnessChanged(
+            f"{QUESTIONS} changed since it was pinned (pinned {expected[:12]}, now "
+            f"{digest[:12]}): scores over other questions are not comparable; evaluate refuses "
+            "until `memdir harness accept`"
+        )
+    return digest
+
+
+def yardstick(root: Path) -> dict[str, str]:
+    """Short hashes of what a run judged against, for its row in runs.tsv."""
+    program = root / "PROGRAM.md"
+    questions = questions_digest(root)
+    return {
+        "harness_sha": load(root).sha256[:12],
+        "program_sha": harness_digest(read_utf8(program))[:12] if program.is_file() else "-",
+        "questions_sha": questions[:12] if questions else "-",
+    }

@@ -15,7 +15,7 @@ from ..errors import ConfigError, Conflict, InvalidDocument, InvalidInput, NotFo
 from ..index import listing
 from ..index.search import query_words
 from ..providers import plugins
-from ..settings import pin_harness, pinned_harness
+from ..settings import pin, pinned, pinned_harness
 from .experience import Experience
 
 if TYPE_CHECKING:
@@ -94,19 +94,32 @@ class KnowledgeEngine:
         return harness.check(self._root) if writing else harness.load(self._root)
 
     def harness_accept(self) -> dict[str, Any]:
-        """Record the current HARNESS.md hash as the pinned one (logged as its own run)."""
+        """Pin the current HARNESS.md and evals/questions.yaml (logged as its own run)."""
         current = harness.load(self._root)
         before = pinned_harness(self._root)
-        pin_harness(self._root, current.sha256)
+        questions = harness.questions_digest(self._root)
+        questions_before = pinned(self._root, "questions")
+        pin(self._root, sha256=current.sha256, **({"questions": questions} if questions else {}))
         batch = files.Batch(self.store, self.index)
         batch.log_run(
             "harness-accept",
             "ok",
-            {"sha256": current.sha256[:12], "previous": (before or "none")[:12]},
+            {
+                "sha256": current.sha256[:12],
+                "previous": (before or "none")[:12],
+                "questions": (questions or "none")[:12],
+                "previous_questions": (questions_before or "none")[:12],
+            },
         )
         batch.add_private("config.toml")
         batch.commit(f"harness accept: pin HARNESS.md {current.sha256[:12]}")
-        return {"sha256": current.sha256, "previous": before, "changed": before != current.sha256}
+        return {
+            "sha256": current.sha256,
+            "previous": before,
+            "changed": before != current.sha256,
+            "questions": questions,
+            "previous_questions": questions_before,
+        }
 
     # -- bundles -------------------------------------------------------------------------
 
@@ -299,6 +312,7 @@ class KnowledgeEngine:
                 "bundles": ",".join(sorted(outcome.bundles)) or "-",
                 "writer": writer_name,
                 "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
+                **harness.yardstick(root),
             }
             status = "ok" if not outcome.skipped else "partial"
             batch.log_run("consolidate", status, notes)
@@ -349,6 +363,7 @@ class KnowledgeEngine:
 
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""
+        self._harness(writing=True)  # judged against the pinned yardstick only
         self.sync()
         batch = files.Batch(self.store, self.index)
         result = self._refine_into(batch, label_run=True, name=label)
@@ -377,6 +392,7 @@ class KnowledgeEngine:
                 notes["name"] = name
             bad = [b for b, v in audit.okf.items() if v]
             notes["okf"] = "conformant" if not bad else "violations:" + ",".join(bad)
+            notes.update(harness.yardstick(self._root))
             batch.log_run("refine", "ok", notes, head=head)
         return result
 
@@ -387,6 +403,7 @@ class KnowledgeEngine:
         if not question.strip():
             raise InvalidInput("query needs a question")
         query_words(question)  # one with no searchable word is refused, as search refuses it
+        self._harness(writing=True)  # no recall judged against an edited harness
         with self.synced():  # one walk of the files for every tier
             recall = self._recall(question)
         out = recall.to_dict()
@@ -414,6 +431,7 @@ class KnowledgeEngine:
 
     def evaluate(self) -> dict[str, Any]:
         """Run evals/questions.yaml through query; compare MRR with the previous run."""
+        self._harness(writing=True)
         questions = evaluating.load_questions(self._root)
         if not questions:
             # A score of 0 would be logged as a regression and become the next baseline.
@@ -422,9 +440,16 @@ class KnowledgeEngine:
                 "{question: ..., expected: [wiki/<bundle>/<topic>/<article>.md]}; "
                 "nothing was recorded"
             )
+        # Pinned on the first evaluate; a changed set is refused until harness accept.
+        digest = harness.check_questions(self._root) or ""
         with self.synced():  # one walk of the files for the whole question set
             result = evaluating.score(questions, self._recall, count_tokens, self._root)
-        previous = [r for r in runs.history(self._root, "evaluate") if "mrr" in r.notes]
+        # Compared only with runs over the same questions: a new set starts a new baseline.
+        previous = [
+            r
+            for r in runs.history(self._root, "evaluate")
+            if "mrr" in r.notes and r.notes.get("questions_sha") == digest[:12]
+        ]
         before = float(previous[-1].notes["mrr"]) if previous else None
         result["label"] = runs.label(before, result["mrr"], lower_is_better=False)
         result["previous_mrr"] = before
@@ -437,6 +462,7 @@ class KnowledgeEngine:
         )
         for tier, value in result["recall_by_tier"].items():
             notes[f"recall_tier{tier}"] = value
+        notes.update(harness.yardstick(self._root))
         batch = files.Batch(self.store, self.index)
         batch.log_run("evaluate", "ok", notes, head=f"run=evaluate {result['label']}")
         self.experience.record_operational(
