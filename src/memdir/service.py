@@ -67,6 +67,7 @@ class Memory:
             synced=self.synced,
             keyword_search=self.keyword_search,
             search=self.search,
+            memory_report=self.memory_report,
         )
         if store.crashed:  # a writer died: what it renamed into place may be unindexed
             index.sync()
@@ -356,10 +357,14 @@ class Memory:
         apply: str | dict[str, Any] | None = None,
         limit: int | None = None,
         actor: str | None = None,
+        turns: bool | None = None,
     ) -> dict[str, Any]:
         """Inbox sources -> cited articles (or quarantine); then refine, reflect, reindex and
-        one git commit. ``plan`` returns the work packet; ``apply`` files returned articles."""
-        return self.engine.consolidate(plan=plan, apply=apply, limit=limit, actor=actor)
+        one git commit. ``plan`` returns the work packet; ``apply`` files returned articles;
+        ``turns`` also folds unmerged turns into thread pages (default: the setting)."""
+        return self.engine.consolidate(
+            plan=plan, apply=apply, limit=limit, actor=actor, turns=turns
+        )
 
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""

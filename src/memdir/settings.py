@@ -110,6 +110,7 @@ class EngineSettings:
     distill_age_days: int = 14
     quarantine_threshold: float = 0.05
     writer: str = "extractive"
+    consolidate_turns: bool = False  # fold unmerged turns into thread pages on every run
 
 
 @dataclass(frozen=True)

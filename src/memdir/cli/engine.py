@@ -100,6 +100,11 @@ def ingest_cmd(
     "--apply", "apply_file", type=click.Path(dir_okay=False), help="File returned articles."
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Consolidate at most N sources.")
+@click.option(
+    "--turns/--no-turns",
+    default=None,
+    help="Also fold unmerged turn records into thread pages (default: engine.consolidate_turns).",
+)
 @as_json_flag
 @root_flag
 @click.pass_context
@@ -108,15 +113,21 @@ def consolidate_cmd(
     plan: bool,
     apply_file: str | None,
     limit: int | None,
+    turns: bool | None,
     as_json: bool,
     root: str | None,
 ) -> None:
     """Turn inbox sources into cited articles; quarantine misfits; refine, reflect, commit.
 
+    With --turns, every turn record no page has merged yet is folded into its thread's page
+    (threads/<thread>.md, citing each turn), so coverage of turns reaches 100%.
+
     Example: memdir consolidate --plan > packet.json; memdir consolidate --apply articles.json
     """
     with memory(ctx, root) as mem:
-        result: dict[str, Any] = mem.consolidate(plan=plan, apply=apply_file, limit=limit)
+        result: dict[str, Any] = mem.consolidate(
+            plan=plan, apply=apply_file, limit=limit, turns=turns
+        )
     if plan or as_json:
         # The JSON on stdout is usually redirected to a file: say on stderr which sources
         # stay in inbox/ and why, so they are not missed.
@@ -132,6 +143,10 @@ def consolidate_cmd(
         click.echo(f"skipped {reason}")
     for note in result["notes"]:
         click.echo(f"note: {note}")
+    for page in result["turns"]["pages"]:
+        click.echo(f"folded turns into {page}")
+    for skipped in result["turns"]["skipped"]:
+        click.echo(f"skipped turn {skipped['path']}: {skipped['reason']}")
     click.echo(result["commit"])
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from . import consolidate as consolidating
     from . import evaluate as evaluating
-    from . import files, harness, program, reflect, runs, terms, wiki
+    from . import files, harness, program, reflect, runs, terms, threads, wiki
     from . import query as querying
     from . import refine as refining
     from . import writer as writing
@@ -41,6 +41,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     reflect = lazy.module("memdir.engine.reflect")
     runs = lazy.module("memdir.engine.runs")
     terms = lazy.module("memdir.engine.terms")
+    threads = lazy.module("memdir.engine.threads")
     wiki = lazy.module("memdir.engine.wiki")
     writing = lazy.module("memdir.engine.writer")
 
@@ -67,6 +68,7 @@ class KnowledgeEngine:
         synced: Callable[[], AbstractContextManager[Any]],
         keyword_search: Callable[..., Any],
         search: Callable[..., list[Any]],
+        memory_report: Callable[[], Any],
     ) -> None:
         self.store = store
         self.index = index
@@ -75,6 +77,7 @@ class KnowledgeEngine:
         self.synced = synced
         self.keyword_search = keyword_search
         self.search = search
+        self.memory_report = memory_report
         self.experience = Experience(
             store, index, sync=sync, program=self.program, keyword_search=keyword_search
         )
@@ -250,10 +253,16 @@ class KnowledgeEngine:
         apply: str | dict[str, Any] | None = None,
         limit: int | None = None,
         actor: str | None = None,
+        turns: bool | None = None,
     ) -> dict[str, Any]:
         """Inbox sources -> cited articles (or quarantine); then refine, reflect, reindex and
-        one git commit. ``plan`` returns the work packet; ``apply`` files returned articles."""
+        one git commit. ``plan`` returns the work packet; ``apply`` files returned articles.
+
+        ``turns`` (default: the ``engine.consolidate_turns`` setting) also folds every
+        unmerged turn record into its thread's page (:mod:`memdir.engine.threads`).
+        """
         h = self._harness(writing=True)
+        fold_turns = self.settings.engine.consolidate_turns if turns is None else turns
         if not (self._root / "PROGRAM.md").is_file():
             # With no bundles every source would be quarantined as a misfit.
             raise ConfigError(
@@ -302,6 +311,16 @@ class KnowledgeEngine:
                     batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
                 )
             outcome.lessons_recalled = len(lessons)
+            folded = threads.Folded()
+            if fold_turns:
+                unmerged = [e.path for e in self.memory_report().unmerged]
+                folded = threads.fold(
+                    batch,
+                    root,
+                    threads.unmerged_turns(unmerged),
+                    actor=who,
+                    date=reflect.rfc3339(reflect.now_utc()),
+                )
             for bundle in sorted(outcome.bundles):
                 wiki.regenerate(batch, root, prog, bundle)
             wiki.regenerate_top(batch, root, prog)
@@ -312,6 +331,8 @@ class KnowledgeEngine:
                 "bundles": ",".join(sorted(outcome.bundles)) or "-",
                 "writer": writer_name,
                 "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
+                "turns_folded": folded.turns,
+                "thread_pages": len(folded.pages),
                 **harness.yardstick(root),
             }
             status = "ok" if not outcome.skipped else "partial"
@@ -333,9 +354,12 @@ class KnowledgeEngine:
             f"{', '.join(sorted(outcome.bundles)) or 'no bundle'}, "
             f"{len(outcome.quarantined)} quarantined; drift {audit['drift']} ({audit['label']})"
         )
+        if fold_turns:
+            message += f"; {folded.turns} turn(s) folded into {len(folded.pages)} thread page(s)"
         batch.commit(message, actor=who)
         return {
             "articles": outcome.articles,
+            "turns": folded.to_dict(),
             "quarantined": outcome.quarantined,
             "skipped": outcome.skipped,
             "notes": outcome.notes,

@@ -39,6 +39,10 @@ class ConsolidateBody(StrictBody):
         '"bundle", "topic", "article"}]}. Omit it to let memdir write the articles.',
     )
     limit: int | None = Field(default=None, ge=1, le=100_000)
+    turns: bool | None = Field(
+        default=None,
+        description="Also fold unmerged turns into thread pages (default: the store's setting).",
+    )
 
 
 class RefineBody(StrictBody):
@@ -87,7 +91,7 @@ def consolidate(
     principal.require_unconfined("consolidate")
     actor = check_actor(x_actor, principal)
     req = body or ConsolidateBody()
-    return mem.consolidate(apply=req.apply, limit=req.limit, actor=actor)
+    return mem.consolidate(apply=req.apply, limit=req.limit, actor=actor, turns=req.turns)
 
 
 @router.get("/v1/query")

@@ -80,12 +80,19 @@ def register(tool: Callable[..., Callable[[Callable[..., Any]], Any]], t: Toolin
             int | None,
             Field(description="Without a packet: at most this many sources.", ge=1, le=100_000),
         ] = None,
+        turns: Annotated[
+            bool | None,
+            Field(
+                description="Also fold every unmerged turn record into its thread's page "
+                "(threads/<thread>.md). Default: the store's engine.consolidate_turns setting."
+            ),
+        ] = None,
         actor: Actor = None,
     ) -> CallToolResult:
         def body(p: Principal) -> Any:
             p.require_unconfined("consolidate")
             who = t.author(p, actor)
-            return mem.consolidate(apply=packet, limit=limit, actor=who)
+            return mem.consolidate(apply=packet, limit=limit, actor=who, turns=turns)
 
         return t.run(ctx, "write", "consolidate_apply", body)
 
