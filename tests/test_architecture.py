@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+from memdir.index import passages
+from memdir.service import Memory
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "memdir"
 # Each pure folder and the top-level modules it may import.
@@ -95,6 +99,54 @@ def test_providers_import_none_of_the_concerns_that_register_into_them() -> None
     for path in (SRC / "providers").rglob("*.py"):
         internal = {m.split(".")[1] for m in imports_of(path) if m.startswith("memdir.")}
         assert internal <= {"errors", "providers", "__version__"}, (str(path), internal)
+
+
+# SQL as memdir writes it (keywords in upper case): a statement, or a table where SQL names one.
+SQL_VERB = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|REPLACE)\b")
+SQL_PLACE = r"\b(FROM|INTO|JOIN|UPDATE|TABLE)\s+{table}\b"
+
+
+def index_tables(mem: Memory) -> set[str]:
+    """Every table of a real index, the lexical ones of hybrid search included."""
+    passages.ensure(mem.index)
+    rows = mem.index.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    return {str(r[0]) for r in rows}
+
+
+def strings_of(path: Path) -> list[str]:
+    """Every string literal of a file, docstrings and the literal parts of f-strings too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+def sql_in(path: Path, tables: set[str]) -> list[str]:
+    """The strings of a file that hold SQL or name one of these tables."""
+    found = []
+    for text in strings_of(path):
+        named = any(
+            f"``{table}``" in text or re.search(SQL_PLACE.format(table=re.escape(table)), text)
+            for table in tables
+        )
+        if named or SQL_VERB.search(text):
+            found.append(text)
+    return found
+
+
+def test_only_the_index_names_a_table_of_the_vector_index(mem: Memory) -> None:
+    # vectors/ asks index/ (index/vectorrows.py) for its rows; no query lives beside it.
+    tables = index_tables(mem)
+    assert {"chunks", "vectors", "embedded", "docs", "meta", "passage_links"} <= tables
+    found = {
+        str(path.relative_to(SRC)): sql_in(path, tables)
+        for path in sorted((SRC / "vectors").rglob("*.py"))
+    }
+    assert {path: texts for path, texts in found.items() if texts} == {}
+    # The check itself sees the queries where they now live.
+    assert sql_in(SRC / "index" / "vectorrows.py", tables)
 
 
 TESTS = Path(__file__).resolve().parent

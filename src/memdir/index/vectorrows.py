@@ -2,8 +2,15 @@
 beside them): what a vector sync reads and writes, what a search loads, and the pruning of
 documents that are gone, hidden or out of the searchable zone.
 
-:mod:`memdir.vectors.index` decides what to embed and when; every query it needs is here,
-each run on the connection (or in the transaction) the caller passes.
+Tables (migration ``vectors_0001`` in ``index/schema.py``): ``chunks`` maps each visible
+document to the character ranges of its chunks and the sha256 of each chunk's text;
+``vectors`` holds one float32 BLOB per (model id, chunk text hash); ``embedded`` records
+which content hash of a document was chunked for which model. ``vector_doc_log`` and
+``vector_chunk_log`` (migration ``vectors_0002_change_logs``) are the doc log and the
+chunk log that :mod:`memdir.vectors.index` follows.
+
+That module decides what to embed and when; every query it needs is here, each run on
+the connection (or in the transaction) the caller passes.
 """
 
 from __future__ import annotations

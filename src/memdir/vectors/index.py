@@ -1,25 +1,26 @@
 """The vector index: chunk embeddings derived from the document index.
 
-Tables (migration ``vectors_0001`` in ``index/schema.py``): ``chunks`` maps each
-visible document to the character ranges of its chunks and the sha256 of each chunk's text;
-``vectors`` holds one float32 BLOB per (model id, chunk text hash), so
-unchanged text is never embedded twice and vectors of two models never mix;
-``embedded`` records which content hash of a document was chunked for which model.
-The meta key ``vectors_model`` names the model the store's vectors came from.
+Each visible document is cut into chunks, and each chunk's text is embedded once per
+model, keyed by the sha256 of the text: unchanged text is never embedded twice and
+vectors of two models never mix. The index also remembers which content of a document
+was chunked for which model, and the meta key ``vectors_model`` names the model the
+store's vectors came from. The rows and every query on them live in
+:mod:`memdir.index.vectorrows`; this module decides what to embed, batches it, keeps
+the loaded matrix and searches it.
 
 The same sync keeps the lexical side of hybrid search in step (:mod:`memdir.index.passages`).
 
 Two change logs, kept by triggers (migration ``vectors_0002_change_logs``), let a sync
-and a loaded matrix follow the index without reading it whole. ``vector_doc_log`` names
-each document deleted or changed in content or visibility, with a sequence number; it
+and a loaded matrix follow the index without reading it whole. The doc log names each
+document deleted or changed in content or visibility, with a sequence number; it
 starts when the first sync sets the meta key ``vectors_doc_log``. ``vectors_doc_seq``
 says how far the vector sync has read it, and ``vectors_doc_max`` the largest document
 id it has seen: a new document gets the largest id + 1, so inserts are not logged (the
-id recorded stays below a deleted one, which comes back). ``vector_chunk_log`` names
-each document whose chunk rows changed, which any process may have written.
+id recorded stays below a deleted one, which comes back). The chunk log names each
+document whose chunk rows changed, which any process may have written.
 
 Search is exact: a float32 matrix of all chunk vectors, loaded lazily once and then kept
-in step from ``vector_chunk_log`` (:mod:`memdir.vectors.matrix`); from ``QUANTISE_FROM``
+in step from the chunk log (:mod:`memdir.vectors.matrix`); from ``QUANTISE_FROM``
 rows on, an int8 copy is scored first and only the rows that can still be among the best
 are scored in float32 (``memdir.vectors.scan``).
 """
