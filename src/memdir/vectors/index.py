@@ -39,7 +39,7 @@ from ..errors import ModelMismatch, ProviderError
 from ..index import passages, vectorrows
 from ..index.passages import document_texts
 from ..index.search import Filters
-from ..index.vectorrows import ChunkRow, drop_docs, drop_unindexed
+from ..index.vectorrows import drop_docs, drop_unindexed
 from .matrix import ChunkMatrix, Snapshot, exact_scores
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ class VectorIndex:
         """
         seen, seen_max = self.index.meta("vectors_doc_seq"), self.index.meta("vectors_doc_max")
         if seen is None or seen_max is None:
-            seq, top = self._log_top(conn)
+            seq, top = vectorrows.doc_log_top(conn)
             return None, seq, top
         rows = vectorrows.doc_log_since(conn, int(seen))
         added = vectorrows.docs_above(conn, int(seen_max))
@@ -183,16 +183,6 @@ class VectorIndex:
         if len(rows) + len(added) > 20_000:
             return None, seq, top
         return sorted({r[0] for r in rows} | set(added)), seq, top
-
-    @staticmethod
-    def _absent(conn: sqlite3.Connection, doc_ids: Sequence[int]) -> list[int]:
-        """The ids among these that no document has (deleted)."""
-        return vectorrows.absent_docs(conn, doc_ids)
-
-    @staticmethod
-    def _log_top(conn: sqlite3.Connection) -> tuple[int, int]:
-        """(last seq of the doc log, largest document id): what a sync now would cover."""
-        return vectorrows.doc_log_top(conn)
 
     # -- sync ----------------------------------------------------------------------
 
@@ -204,7 +194,7 @@ class VectorIndex:
         stats = VectorSyncStats()
         self.check_model()
         # The documents changed before this call; one that came later need not wait for it.
-        wanted = self._log_top(self.index.conn)
+        wanted = vectorrows.doc_log_top(self.index.conn)
         with self._lock:
             self._ensure_passages()
             generation = str(self.index.generation)
@@ -230,7 +220,7 @@ class VectorIndex:
             changed, seq, top = self._changed_docs(conn)
             # SQLite gives a new row the largest id + 1, so the id of a deleted newest
             # document comes back: the largest id this sync vouches for stays below it.
-            absent = self._absent(conn, changed or [])
+            absent = vectorrows.absent_docs(conn, changed or [])
             if absent:
                 top = min(top, min(absent) - 1)
 
@@ -301,7 +291,7 @@ class VectorIndex:
                 texts.setdefault(digest, piece.text)
                 entries.append((piece.no, piece.start, piece.end, digest))
             plan.append((doc_id, doc_hash, entries))
-        known = self._known_hashes(conn, list(texts))
+        known = vectorrows.known_hashes(conn, self.model, list(texts))
         todo = [h for h in texts if h not in known]
         stats.cache_hits += len(texts) - len(todo)
         vectors = self._embed([texts[h] for h in todo]) if todo else None
@@ -335,9 +325,6 @@ class VectorIndex:
     ) -> None:
         passages.store(conn, lexical)
 
-    def _known_hashes(self, conn: sqlite3.Connection, hashes: list[str]) -> set[str]:
-        return vectorrows.known_hashes(conn, self.model, hashes)
-
     def clear(self) -> None:
         """Drop every chunk and vector (all models): the next sync re-embeds everything."""
         with self._lock, self._load_lock, self.index.transaction() as conn:
@@ -363,7 +350,7 @@ class VectorIndex:
             changed = vectorrows.chunk_log_since(conn, at[1])
             if len(changed) <= max(REPLAY_DOCS, matrix.rows // 4):
                 ids = {r[0] for r in changed}
-                matrix.replace(ids, self._rows_of(conn, sorted(ids)))
+                matrix.replace(ids, vectorrows.chunk_rows_of(conn, self.model, sorted(ids)))
                 self.replayed += len(ids)
                 self._loaded_at = (epoch, max((r[1] for r in changed), default=at[1]))
                 return matrix
@@ -372,10 +359,6 @@ class VectorIndex:
         self._matrix, self._loaded_at = matrix, (epoch, top)
         self.full_loads += 1
         return matrix
-
-    def _rows_of(self, conn: sqlite3.Connection, doc_ids: list[int]) -> list[ChunkRow]:
-        """The current chunk rows of these documents, by document and chunk number."""
-        return vectorrows.chunk_rows_of(conn, self.model, doc_ids)
 
     def _embed(self, texts: list[str]) -> Any:
         """The embedder's vectors as float32 rows of its dimension (stored as bytes)."""
@@ -476,13 +459,9 @@ class VectorIndex:
         best: dict[int, tuple[int, float]] = {}
         for j in order.tolist():
             best.setdefault(int(docs[j]), (j, float(exact[j])))
-        allowed = self._visible(list(best), flt)
+        allowed = vectorrows.visible_among(self.index.conn, list(best), flt)
         return [
             VectorHit(doc, score, *(int(x) for x in chunks[j]))
             for doc, (j, score) in best.items()
             if doc in allowed
         ]
-
-    def _visible(self, doc_ids: list[int], filters: Filters) -> set[int]:
-        """The ids among ``doc_ids`` that pass the filters (hidden docs never do by default)."""
-        return vectorrows.visible_among(self.index.conn, doc_ids, filters)
