@@ -1,25 +1,26 @@
 """The vector index: chunk embeddings derived from the document index.
 
-Tables (migration ``vectors_0001`` in ``index/schema.py``): ``chunks`` maps each
-visible document to the character ranges of its chunks and the sha256 of each chunk's text;
-``vectors`` holds one float32 BLOB per (model id, chunk text hash), so
-unchanged text is never embedded twice and vectors of two models never mix;
-``embedded`` records which content hash of a document was chunked for which model.
-The meta key ``vectors_model`` names the model the store's vectors came from.
+Each visible document is cut into chunks, and each chunk's text is embedded once per
+model, keyed by the sha256 of the text: unchanged text is never embedded twice and
+vectors of two models never mix. The index also remembers which content of a document
+was chunked for which model, and the meta key ``vectors_model`` names the model the
+store's vectors came from. The rows and every query on them live in
+:mod:`memdir.index.vectorrows`; this module decides what to embed, batches it, keeps
+the loaded matrix and searches it.
 
 The same sync keeps the lexical side of hybrid search in step (:mod:`memdir.index.passages`).
 
 Two change logs, kept by triggers (migration ``vectors_0002_change_logs``), let a sync
-and a loaded matrix follow the index without reading it whole. ``vector_doc_log`` names
-each document deleted or changed in content or visibility, with a sequence number; it
+and a loaded matrix follow the index without reading it whole. The doc log names each
+document deleted or changed in content or visibility, with a sequence number; it
 starts when the first sync sets the meta key ``vectors_doc_log``. ``vectors_doc_seq``
 says how far the vector sync has read it, and ``vectors_doc_max`` the largest document
 id it has seen: a new document gets the largest id + 1, so inserts are not logged (the
-id recorded stays below a deleted one, which comes back). ``vector_chunk_log`` names
-each document whose chunk rows changed, which any process may have written.
+id recorded stays below a deleted one, which comes back). The chunk log names each
+document whose chunk rows changed, which any process may have written.
 
 Search is exact: a float32 matrix of all chunk vectors, loaded lazily once and then kept
-in step from ``vector_chunk_log`` (:mod:`memdir.vectors.matrix`); from ``QUANTISE_FROM``
+in step from the chunk log (:mod:`memdir.vectors.matrix`); from ``QUANTISE_FROM``
 rows on, an int8 copy is scored first and only the rows that can still be among the best
 are scored in float32 (``memdir.vectors.scan``).
 """
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelMismatch, ProviderError
-from ..index import passages, postings
-from ..index.passages import batches, document_texts, has_passages
+from ..index import passages, vectorrows
+from ..index.passages import document_texts
 from ..index.search import Filters
 from ..index.vectorrows import drop_docs, drop_unindexed
-from .matrix import ChunkMatrix, ChunkRow, Snapshot, exact_scores
+from .matrix import ChunkMatrix, Snapshot, exact_scores
 
 if TYPE_CHECKING:
     from ..index import Index
@@ -138,12 +139,8 @@ class VectorIndex:
     def counts(self) -> dict[str, int]:
         conn = self.index.conn
         return {
-            "chunks": int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0]),
-            "vectors": int(
-                conn.execute(
-                    "SELECT count(*) FROM vectors WHERE model = ?", (self.model,)
-                ).fetchone()[0]
-            ),
+            "chunks": vectorrows.chunk_count(conn),
+            "vectors": vectorrows.vector_count(conn, self.model),
             "pending": len(self._pending(conn)),
         }
 
@@ -158,15 +155,7 @@ class VectorIndex:
         conn = self.index.conn
         changed, _seq, _top = self._changed_docs(conn)
         ids = [doc_id for doc_id, _hash in self._pending(conn, changed)]
-        size = 0
-        for lo in range(0, len(ids), 500):
-            part = ids[lo : lo + 500]
-            marks = ",".join("?" * len(part))
-            row = conn.execute(
-                f"SELECT coalesce(sum(size), 0) FROM docs WHERE id IN ({marks})", part
-            ).fetchone()
-            size += int(row[0])
-        return len(ids), size
+        return len(ids), vectorrows.docs_size(conn, ids)
 
     def _pending(
         self, conn: sqlite3.Connection, among: Sequence[int] | None = None
@@ -175,20 +164,7 @@ class VectorIndex:
 
         ``among``: look at these documents only (those the doc log names); None: all.
         """
-        query = (
-            "SELECT d.id, d.hash FROM docs d LEFT JOIN embedded e ON e.doc_id = d.id "
-            "WHERE d.hidden = 0 AND d.zone = 0 "
-            "AND (e.doc_id IS NULL OR e.hash != d.hash OR e.model != ?)"
-        )
-        if among is None:
-            rows = conn.execute(query + " ORDER BY d.id", (self.model,)).fetchall()
-        else:
-            rows = []
-            for part in batches(sorted(among), 500):
-                marks = ",".join("?" * len(part))
-                rows += conn.execute(f"{query} AND d.id IN ({marks})", (self.model, *part))
-            rows.sort(key=lambda r: int(r[0]))
-        return [(int(r[0]), str(r[1])) for r in rows]
+        return vectorrows.unembedded(conn, self.model, among)
 
     def _changed_docs(self, conn: sqlite3.Connection) -> tuple[list[int] | None, int, int]:
         """(documents changed since the last vector sync, log seq and largest id it reads).
@@ -198,37 +174,15 @@ class VectorIndex:
         """
         seen, seen_max = self.index.meta("vectors_doc_seq"), self.index.meta("vectors_doc_max")
         if seen is None or seen_max is None:
-            seq, top = self._log_top(conn)
+            seq, top = vectorrows.doc_log_top(conn)
             return None, seq, top
-        rows = conn.execute(
-            "SELECT doc_id, seq FROM vector_doc_log WHERE seq > ?", (int(seen),)
-        ).fetchall()
-        added = [int(r[0]) for r in conn.execute("SELECT id FROM docs WHERE id > ?", (seen_max,))]
-        seq = max((int(r[1]) for r in rows), default=int(seen))
+        rows = vectorrows.doc_log_since(conn, int(seen))
+        added = vectorrows.docs_above(conn, int(seen_max))
+        seq = max((r[1] for r in rows), default=int(seen))
         top = max(added, default=int(seen_max))
         if len(rows) + len(added) > 20_000:
             return None, seq, top
-        return sorted({int(r[0]) for r in rows} | set(added)), seq, top
-
-    @staticmethod
-    def _absent(conn: sqlite3.Connection, doc_ids: Sequence[int]) -> list[int]:
-        """The ids among these that no document has (deleted)."""
-        found: set[int] = set()
-        for part in batches(list(doc_ids), 500):
-            marks = ",".join("?" * len(part))
-            found.update(
-                int(r[0]) for r in conn.execute(f"SELECT id FROM docs WHERE id IN ({marks})", part)
-            )
-        return [d for d in doc_ids if d not in found]
-
-    @staticmethod
-    def _log_top(conn: sqlite3.Connection) -> tuple[int, int]:
-        """(last seq of the doc log, largest document id): what a sync now would cover."""
-        row = conn.execute(
-            "SELECT (SELECT coalesce(max(seq), 0) FROM vector_doc_log), "
-            "(SELECT coalesce(max(id), 0) FROM docs)"
-        ).fetchone()
-        return int(row[0]), int(row[1])
+        return sorted({r[0] for r in rows} | set(added)), seq, top
 
     # -- sync ----------------------------------------------------------------------
 
@@ -240,7 +194,7 @@ class VectorIndex:
         stats = VectorSyncStats()
         self.check_model()
         # The documents changed before this call; one that came later need not wait for it.
-        wanted = self._log_top(self.index.conn)
+        wanted = vectorrows.doc_log_top(self.index.conn)
         with self._lock:
             self._ensure_passages()
             generation = str(self.index.generation)
@@ -266,7 +220,7 @@ class VectorIndex:
             changed, seq, top = self._changed_docs(conn)
             # SQLite gives a new row the largest id + 1, so the id of a deleted newest
             # document comes back: the largest id this sync vouches for stays below it.
-            absent = self._absent(conn, changed or [])
+            absent = vectorrows.absent_docs(conn, changed or [])
             if absent:
                 top = min(top, min(absent) - 1)
 
@@ -281,16 +235,11 @@ class VectorIndex:
                     self.index.set_meta(wconn, "vectors_model", self.model)
                 self.index.set_meta(wconn, "vectors_generation", f"{generation}:{self.model}")
                 # Another process may have read the log further meanwhile: keep the larger.
-                wconn.execute(
-                    "INSERT INTO meta(key, value) VALUES ('vectors_doc_seq', ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = "
-                    "max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
-                    (str(seq),),
-                )
+                vectorrows.raise_meta(wconn, "vectors_doc_seq", seq)
                 # Not above the largest id now: a newest document deleted since this sync
                 # read the ids gives its id to the next one (its deletion is in the log).
-                now = wconn.execute("SELECT coalesce(max(id), 0) FROM docs").fetchone()[0]
-                self.index.set_meta(wconn, "vectors_doc_max", str(min(top, int(now))))
+                now = vectorrows.max_doc_id(wconn)
+                self.index.set_meta(wconn, "vectors_doc_max", str(min(top, now)))
 
             pending = self._pending(conn, changed)
             total = len(pending)
@@ -342,31 +291,17 @@ class VectorIndex:
                 texts.setdefault(digest, piece.text)
                 entries.append((piece.no, piece.start, piece.end, digest))
             plan.append((doc_id, doc_hash, entries))
-        known = self._known_hashes(conn, list(texts))
+        known = vectorrows.known_hashes(conn, self.model, list(texts))
         todo = [h for h in texts if h not in known]
         stats.cache_hits += len(texts) - len(todo)
         vectors = self._embed([texts[h] for h in todo]) if todo else None
         with self.index.transaction() as wconn:
             if vectors is not None:
-                wconn.executemany(
-                    "INSERT OR REPLACE INTO vectors(model, text_hash, dim, vec) VALUES (?,?,?,?)",
-                    [
-                        (self.model, h, int(vectors.shape[1]), vectors[i].tobytes())
-                        for i, h in enumerate(todo)
-                    ],
-                )
+                rows = [(h, vectors[i].tobytes()) for i, h in enumerate(todo)]
+                vectorrows.store_vectors(wconn, self.model, int(vectors.shape[1]), rows)
                 stats.embedded += len(todo)
             for doc_id, doc_hash, entries in plan:
-                wconn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-                wconn.executemany(
-                    "INSERT INTO chunks(doc_id, chunk_no, start, end, text_hash) "
-                    "VALUES (?,?,?,?,?)",
-                    [(doc_id, no, start, end, h) for no, start, end, h in entries],
-                )
-                wconn.execute(
-                    "INSERT OR REPLACE INTO embedded(doc_id, hash, model) VALUES (?,?,?)",
-                    (doc_id, doc_hash, self.model),
-                )
+                vectorrows.store_chunks(wconn, self.model, doc_id, doc_hash, entries)
                 stats.chunks += len(entries)
             self._store_passages(wconn, lexical)
             if finish is not None:
@@ -390,45 +325,15 @@ class VectorIndex:
     ) -> None:
         passages.store(conn, lexical)
 
-    def _known_hashes(self, conn: sqlite3.Connection, hashes: list[str]) -> set[str]:
-        found: set[str] = set()
-        for lo in range(0, len(hashes), 500):
-            part = hashes[lo : lo + 500]
-            marks = ",".join("?" * len(part))
-            found.update(
-                str(r[0])
-                for r in conn.execute(
-                    f"SELECT text_hash FROM vectors WHERE model = ? AND text_hash IN ({marks})",
-                    (self.model, *part),
-                )
-            )
-        return found
-
     def clear(self) -> None:
         """Drop every chunk and vector (all models): the next sync re-embeds everything."""
         with self._lock, self._load_lock, self.index.transaction() as conn:
-            conn.execute("DELETE FROM chunks")
-            conn.execute("DELETE FROM embedded")
-            conn.execute("DELETE FROM vectors")
-            if has_passages(conn):
-                for table in passages.NAMES:
-                    conn.execute(f"DELETE FROM {table}")
-            postings.drop(conn, postings.PASSAGES)
-            conn.execute(
-                "DELETE FROM meta WHERE key IN "
-                "('vectors_model', 'vectors_generation', 'vectors_doc_seq', 'vectors_doc_max')"
-            )
+            vectorrows.drop_all(conn)
             # A new epoch: every loaded matrix, in any process, loads afresh.
-            conn.execute("DELETE FROM vector_chunk_log")
             self.index.set_meta(conn, "vectors_epoch", os.urandom(8).hex())
             self._matrix = None
 
     # -- search --------------------------------------------------------------------
-
-    _ROWS = (
-        "SELECT c.doc_id, c.chunk_no, c.start, c.end, v.vec FROM chunks c "
-        "JOIN vectors v ON v.text_hash = c.text_hash AND v.model = ?"
-    )
 
     def _load(self) -> ChunkMatrix:
         """The matrix in step with the chunk rows: loaded once, then changed by document.
@@ -437,44 +342,23 @@ class VectorIndex:
         are read is replayed again next time (replaying is idempotent).
         """
         conn = self.index.conn
-        row = conn.execute(
-            "SELECT (SELECT value FROM meta WHERE key = 'vectors_epoch'), "
-            "(SELECT coalesce(max(seq), 0) FROM vector_chunk_log)"
-        ).fetchone()
-        epoch, top = (None if row[0] is None else str(row[0])), int(row[1])
+        epoch, top = vectorrows.chunk_log_top(conn)
         matrix, at = self._matrix, self._loaded_at
         if matrix is not None and at is not None and at[0] == epoch:
             if at[1] == top:
                 return matrix
-            changed = conn.execute(
-                "SELECT doc_id, seq FROM vector_chunk_log WHERE seq > ?", (at[1],)
-            ).fetchall()
+            changed = vectorrows.chunk_log_since(conn, at[1])
             if len(changed) <= max(REPLAY_DOCS, matrix.rows // 4):
-                ids = {int(r[0]) for r in changed}
-                matrix.replace(ids, self._rows_of(conn, sorted(ids)))
+                ids = {r[0] for r in changed}
+                matrix.replace(ids, vectorrows.chunk_rows_of(conn, self.model, sorted(ids)))
                 self.replayed += len(ids)
-                self._loaded_at = (epoch, max((int(r[1]) for r in changed), default=at[1]))
+                self._loaded_at = (epoch, max((r[1] for r in changed), default=at[1]))
                 return matrix
-        found = conn.execute(self._ROWS + " ORDER BY c.doc_id, c.chunk_no", (self.model,))
         matrix = ChunkMatrix(self.embedder.dim, threads=self._threads)
-        matrix.reset([(int(r[0]), int(r[1]), int(r[2]), int(r[3]), r[4]) for r in found])
+        matrix.reset(vectorrows.chunk_rows(conn, self.model))
         self._matrix, self._loaded_at = matrix, (epoch, top)
         self.full_loads += 1
         return matrix
-
-    def _rows_of(self, conn: sqlite3.Connection, doc_ids: list[int]) -> list[ChunkRow]:
-        """The current chunk rows of these documents, by document and chunk number."""
-        out: list[ChunkRow] = []
-        for part in batches(doc_ids, 500):
-            marks = ",".join("?" * len(part))
-            out.extend(
-                (int(r[0]), int(r[1]), int(r[2]), int(r[3]), r[4])
-                for r in conn.execute(
-                    f"{self._ROWS} WHERE c.doc_id IN ({marks}) ORDER BY c.doc_id, c.chunk_no",
-                    (self.model, *part),
-                )
-            )
-        return out
 
     def _embed(self, texts: list[str]) -> Any:
         """The embedder's vectors as float32 rows of its dimension (stored as bytes)."""
@@ -575,24 +459,9 @@ class VectorIndex:
         best: dict[int, tuple[int, float]] = {}
         for j in order.tolist():
             best.setdefault(int(docs[j]), (j, float(exact[j])))
-        allowed = self._visible(list(best), flt)
+        allowed = vectorrows.visible_among(self.index.conn, list(best), flt)
         return [
             VectorHit(doc, score, *(int(x) for x in chunks[j]))
             for doc, (j, score) in best.items()
             if doc in allowed
         ]
-
-    def _visible(self, doc_ids: list[int], filters: Filters) -> set[int]:
-        """The ids among ``doc_ids`` that pass the filters (hidden docs never do by default)."""
-        condition, params = filters.sql("d")
-        found: set[int] = set()
-        for chunk_ids in batches(doc_ids, 500):
-            marks = ",".join("?" * len(chunk_ids))
-            found.update(
-                int(r[0])
-                for r in self.index.conn.execute(
-                    f"SELECT d.id FROM docs d WHERE d.id IN ({marks}){condition}",
-                    (*chunk_ids, *params),
-                )
-            )
-        return found

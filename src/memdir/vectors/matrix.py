@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..index.vectorrows import ChunkRow
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -35,9 +37,6 @@ SEAL_ROWS = 4096
 SPARE_ROWS = 1024
 # A compaction runs when more than this fraction of the rows are masked out.
 DEAD_FRACTION = 0.25
-
-# One chunk row as read from the index: (doc id, chunk no, start, end, float32 bytes).
-ChunkRow = tuple[int, int, int, int, bytes]
 
 
 def exact_scores(matrix: Any, query: Any) -> Any:
