@@ -1,0 +1,8 @@
+"""memdir in an agent's loop: the hook handler, the store rule, transcripts read into turns.
+
+- :mod:`memdir.agents.locate`: which store a hook or an import uses;
+- :mod:`memdir.agents.transcripts`: Claude Code and Codex transcripts read into turns;
+- :mod:`memdir.agents.record`: those turns recorded through :class:`memdir.Memory`, once;
+- :mod:`memdir.agents.spool`: the per-session folder (lock, spool) under ``.memdir/hooks/``;
+- :mod:`memdir.agents.hooks`: ``memdir hook AGENT EVENT``, the one entry point of every hook.
+"""

@@ -1,0 +1,99 @@
+"""The per-session folder of the hooks: ``.memdir/hooks/<agent>-<session>/``.
+
+- ``lock``: held (``flock``, exclusive) while a hook records the session's turns, so two
+  handlers of one session (a Stop that fires twice, a SessionEnd beside it) take turns and
+  the second finds the turns recorded;
+- ``spool.jsonl``: one line per prompt (``UserPromptSubmit``) and per tool call
+  (``PostToolUse``), each the event's JSON as received. Appending is all those hooks do, so
+  they cost next to nothing; Stop reads the transcript and uses the spool only when the
+  transcript cannot be read. SessionEnd removes the folder.
+
+The log of failed hooks is ``.memdir/hooks.log`` beside it (:func:`log_failure`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+HOOKS_DIR = "hooks"
+HOOKS_LOG = "hooks.log"
+LOG_LIMIT = 1 << 20  # bytes; past it the log is moved to hooks.log.1
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def session_dir(root: Path, agent: str, session: str) -> Path:
+    """The folder of one session (its name is safe whatever the session id holds)."""
+    name = _SAFE.sub("_", session)[:80]
+    if name != session or not name.strip("._"):
+        name = f"{name}-{hashlib.sha256(session.encode('utf-8')).hexdigest()[:12]}"
+    return root / ".memdir" / HOOKS_DIR / f"{agent}-{name}"
+
+
+@contextlib.contextmanager
+def session_lock(root: Path, agent: str, session: str) -> Iterator[None]:
+    """Hold the session's lock (waits for another handler of the same session)."""
+    folder = session_dir(root, agent, session)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def append(root: Path, agent: str, session: str, event: dict[str, Any]) -> None:
+    """Append one event to the session's spool (one ``write`` of one line)."""
+    folder = session_dir(root, agent, session)
+    folder.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n"
+    fd = os.open(folder / "spool.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8", errors="surrogatepass"))
+    finally:
+        os.close(fd)
+
+
+def read(root: Path, agent: str, session: str) -> list[dict[str, Any]]:
+    """The spooled events of a session, oldest first (lines that do not parse are left out)."""
+    try:
+        data = (session_dir(root, agent, session) / "spool.jsonl").read_bytes()
+    except OSError:
+        return []
+    out: list[dict[str, Any]] = []
+    for line in data.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def remove(root: Path, agent: str, session: str) -> None:
+    """Take the session's folder away (its turns are recorded)."""
+    shutil.rmtree(session_dir(root, agent, session), ignore_errors=True)
+
+
+def log_failure(folder: Path, line: str) -> None:
+    """Append one line to ``folder/hooks.log`` (``folder`` is a store's ``.memdir``)."""
+    path = folder / HOOKS_LOG
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    text = f"{stamp} {' '.join(line.split())}\n"
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > LOG_LIMIT:
+            os.replace(path, folder / (HOOKS_LOG + ".1"))
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8", errors="replace") as handle:
+        handle.write(text)
