@@ -5,4 +5,5 @@
 - :mod:`memdir.agents.record`: those turns recorded through :class:`memdir.Memory`, once;
 - :mod:`memdir.agents.spool`: the per-session folder (lock, spool) under ``.memdir/hooks/``;
 - :mod:`memdir.agents.hooks`: ``memdir hook AGENT EVENT``, the one entry point of every hook.
+- :mod:`memdir.agents.imports`: ``memdir import AGENT``, the turns of past sessions.
 """

@@ -1,12 +1,15 @@
-"""Agent commands: ``memdir hook AGENT EVENT``."""
+"""Agent commands: ``memdir hook AGENT EVENT`` and ``memdir import claude-code|codex``."""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import click
 
-from .common import root_flag, root_option
+from ..errors import InvalidInput
+from .common import echo_json, root_flag, root_option
 
 # What a hook reads of stdin at most: an event is small; a runaway pipe is not an event.
 _STDIN_LIMIT = 16 << 20
@@ -37,3 +40,58 @@ def hook_cmd(
     out = run(agent, event, data, root=root_option(ctx, root), budget=size)
     if out:
         click.echo(out)
+
+
+@click.command("import")
+@click.argument("agent", type=click.Choice(["claude-code", "codex"]))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--dry-run", is_flag=True, help="Count what would be recorded; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@root_flag
+@click.pass_context
+def import_cmd(
+    ctx: click.Context,
+    agent: str,
+    paths: tuple[Path, ...],
+    dry_run: bool,
+    as_json: bool,
+    root: str | None,
+) -> None:
+    """Record the turns of an agent's past sessions (each once; again adds only new turns).
+
+    PATHS are transcript files or folders (default ~/.claude/projects for claude-code,
+    ~/.codex/sessions for codex). The store is chosen as for `memdir hook`.
+
+    Example: memdir import claude-code --dry-run
+    """
+    from ..agents.hooks import user_of
+    from ..agents.imports import default_paths, import_transcripts, transcript_files
+    from ..agents.locate import locate
+    from ..service import Memory
+
+    files = transcript_files(list(paths) or default_paths(agent))
+    if paths and not files:
+        raise InvalidInput("no transcript (*.jsonl) in the paths given")
+    store = locate(root_option(ctx, root), create=not dry_run)
+    bar = click.progressbar(length=len(files), label=f"importing {agent}", file=sys.stderr)
+    with Memory.open(store) as mem, bar:
+        summary = import_transcripts(
+            mem,
+            agent,
+            files,
+            user=user_of(os.environ),
+            dry_run=dry_run,
+            each=lambda _path: bar.update(1),
+        )
+    if as_json:
+        echo_json(summary.to_dict())
+        return
+    verb = "would add" if dry_run else "added"
+    click.echo(
+        f"{summary.sessions} sessions: {verb} {summary.turns_added} turns, "
+        f"{summary.turns_present} already recorded, {len(summary.skipped)} skipped"
+    )
+    for item in summary.skipped:
+        where = item["file"] + (f":{item['line']}" if "line" in item else "")
+        what = f" turn {item['turn']}" if "turn" in item else ""
+        click.echo(f"  skipped {where}{what}: {item['reason']}")
