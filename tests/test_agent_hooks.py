@@ -389,3 +389,27 @@ def test_keywords_are_the_prompts_content_words() -> None:
         "see",
     ]
     assert hooks.keywords_of("a an the to of") == []
+
+
+def test_a_record_of_another_session_does_not_move_the_turn(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("tidy the changelog")
+    session.reply("Tidied.")
+    with session.path.open("a") as handle:  # e.g. a record copied in from a forked session
+        stray = {
+            "type": "user",
+            "sessionId": "another-session",
+            "uuid": "u-1",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": ""}],
+            },
+        }
+        handle.write(json.dumps(stray) + "\n")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    with Memory.open(store_root) as mem:
+        (record,) = [mem.turn_show(p.stem) for p in turn_files(store_root)]
+        assert record.thread == session.session
+    assert parse(session.path.read_bytes(), "claude-code").session == session.session

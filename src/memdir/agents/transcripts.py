@@ -83,15 +83,22 @@ class Transcript:
 
 
 def read(path: str | Path, agent: str, session: str = "") -> Transcript:
-    """Read the transcript at ``path`` (``session``: the id when the file does not say it)."""
-    data = Path(path).read_bytes()
-    return parse(data, agent, session or Path(path).stem)
+    """Read the transcript at ``path``; ``session`` as for :func:`parse`, and when neither
+    it nor the file names the session, the file's name does."""
+    found = parse(Path(path).read_bytes(), agent, session)
+    if not found.session:
+        found.session = Path(path).stem
+    return found
 
 
 def parse(data: bytes, agent: str, session: str = "") -> Transcript:
     """Read transcript bytes into turns. A line that is not a JSON object is skipped and
     reported; the last line is skipped as ``truncated`` when it has no newline and does not
-    parse (a transcript still being written)."""
+    parse (a transcript still being written).
+
+    The session is ``session`` when given (a hook's ``session_id``), else the first one the
+    file names (Claude Code's ``sessionId``, Codex's ``session_meta``), so a stray record
+    cannot move the turns to another thread."""
     if agent not in AGENTS:
         raise ValueError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
     reader = _Claude(session) if agent == CLAUDE_CODE else _Codex(session)
@@ -225,7 +232,7 @@ class _Claude:
         kind = record.get("type")
         if kind not in ("user", "assistant") or record.get("isSidechain"):
             return
-        if isinstance(record.get("sessionId"), str) and record["sessionId"]:
+        if not self.session and isinstance(record.get("sessionId"), str):
             self.session = record["sessionId"]
         self.last_ms = _ms(record.get("timestamp")) or self.last_ms
         message = record.get("message")
@@ -290,7 +297,7 @@ class _Codex:
         self.last_ms = _ms(record.get("timestamp")) or self.last_ms
         sub = payload.get("type")
         if kind == "session_meta":
-            if isinstance(payload.get("id"), str) and payload["id"]:
+            if not self.session and isinstance(payload.get("id"), str):
                 self.session = payload["id"]
         elif kind == "event_msg" and sub == "user_message":
             text = payload.get("message")
