@@ -413,3 +413,20 @@ def test_a_record_of_another_session_does_not_move_the_turn(
         (record,) = [mem.turn_show(p.stem) for p in turn_files(store_root)]
         assert record.thread == session.session
     assert parse(session.path.read_bytes(), "claude-code").session == session.session
+
+
+def test_subagent_stop_leaves_the_turn_in_progress_to_its_stop(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("first")
+    session.reply("done first")
+    session.prompt("second, with a subagent")
+    session.tool("Task", {"description": "look around", "prompt": "list files"}, "a.txt")
+    payload = session.payload("SubagentStop", stop_hook_active=False, agent_id="a1")
+    assert hook(env, "claude-code", "SubagentStop", payload) == ""
+    with Memory.open(store_root) as mem:
+        assert [mem.turn_show(p.stem).input for p in turn_files(store_root)] == ["first"]
+    session.reply("done second")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    assert len(turn_files(store_root)) == 2
