@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentlog import ClaudeSession, CodexSession
-from memdir.agents import hooks
+from memdir.agents import hooks, spool
 from memdir.agents.locate import PROJECT_STORE, locate, user_store
 from memdir.agents.record import turn_id
 from memdir.agents.spool import session_dir
@@ -430,3 +430,19 @@ def test_subagent_stop_leaves_the_turn_in_progress_to_its_stop(
     session.reply("done second")
     assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
     assert len(turn_files(store_root)) == 2
+
+
+def test_a_stop_behind_a_hung_handler_gives_up_and_logs(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path, monkeypatch: Any
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("anything")
+    session.reply("done")
+    monkeypatch.setattr(spool, "LOCK_WAIT", 0.2)
+    with spool.session_lock(store_root, "claude-code", session.session):  # the hung one
+        assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    assert turn_files(store_root) == []
+    (line,) = (store_root / ".memdir" / "hooks.log").read_text().splitlines()
+    assert "Stop error: LockTimeout" in line and session.session in line
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    assert len(turn_files(store_root)) == 1

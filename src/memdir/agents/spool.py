@@ -28,6 +28,7 @@ from typing import Any
 HOOKS_DIR = "hooks"
 HOOKS_LOG = "hooks.log"
 LOG_LIMIT = 1 << 20  # bytes; past it the log is moved to hooks.log.1
+LOCK_WAIT = 20.0  # seconds; Claude Code's hooks time out after 60 s by default
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -39,14 +40,29 @@ def session_dir(root: Path, agent: str, session: str) -> Path:
     return root / ".memdir" / HOOKS_DIR / f"{agent}-{name}"
 
 
+class LockTimeout(OSError):
+    """Another handler of the session held its lock for longer than the wait allowed."""
+
+
 @contextlib.contextmanager
-def session_lock(root: Path, agent: str, session: str) -> Iterator[None]:
-    """Hold the session's lock (waits for another handler of the same session)."""
+def session_lock(
+    root: Path, agent: str, session: str, *, wait: float | None = None
+) -> Iterator[None]:
+    """Hold the session's lock, waiting up to ``wait`` seconds for another handler of the
+    same session (a hook must not hang the agent behind one that hangs)."""
     folder = session_dir(root, agent, session)
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + (LOCK_WAIT if wait is None else wait)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(f"session {session} is locked by another hook") from None
+                time.sleep(0.01)
         yield
     finally:
         os.close(fd)
