@@ -446,3 +446,27 @@ def test_a_stop_behind_a_hung_handler_gives_up_and_logs(
     assert "Stop error: LockTimeout" in line and session.session in line
     assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
     assert len(turn_files(store_root)) == 1
+
+
+def test_four_sessions_stopping_at_once_on_one_store_lose_no_turn(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    sessions = [ClaudeSession(home, tmp_path / f"proj{n}") for n in range(4)]
+    for n, session in enumerate(sessions):
+        for k in range(3):
+            session.prompt(f"session {n} question {k}")
+            session.tool("Bash", {"command": f"echo {n}-{k}"}, f"{n}-{k}")
+            session.reply(f"session {n} answer {k}")
+    # Each session's Stop fires twice, all eight handlers at once; each records the
+    # session's turns not yet recorded (here all three).
+    procs = [hook_process(env, "claude-code", "Stop", s.payload("Stop")) for s in sessions * 2]
+    assert [finish(p) for p in procs] == [(0, b"", b"")] * 8
+    assert not (store_root / ".memdir" / "hooks.log").exists()
+    with Memory.open(store_root) as mem:
+        records = [mem.turn_show(p.stem) for p in turn_files(store_root)]
+        for n, session in enumerate(sessions):
+            mine = sorted((r for r in records if r.thread == session.session), key=lambda r: r.id)
+            assert [r.output for r in mine] == [f"session {n} answer {k}" for k in range(3)]
+            assert [r.parents for r in mine] == [(), (mine[0].id,), (mine[1].id,)]
+            assert [mem.turn_worklog(r.id) for r in mine] == [b"".join(w) for w in session.worklogs]
+    assert len(records) == 12
