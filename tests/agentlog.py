@@ -51,7 +51,11 @@ class ClaudeSession:
         return _stamp(self.clock)
 
     def _line(self, record: dict[str, Any]) -> bytes:
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        try:
+            line = text.encode() + b"\n"
+        except UnicodeEncodeError:  # a lone surrogate: Node's JSON.stringify escapes it
+            line = json.dumps(record, separators=(",", ":")).encode() + b"\n"
         with self.path.open("ab") as handle:
             handle.write(line)
         return line

@@ -470,3 +470,19 @@ def test_four_sessions_stopping_at_once_on_one_store_lose_no_turn(
             assert [r.parents for r in mine] == [(), (mine[0].id,), (mine[1].id,)]
             assert [mem.turn_worklog(r.id) for r in mine] == [b"".join(w) for w in session.worklogs]
     assert len(records) == 12
+
+
+def test_a_turn_memdir_refuses_does_not_keep_the_next_ones_out(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("broken \ud800 text")  # a lone surrogate: no UTF-8 file can hold it
+    session.reply("answer one")
+    session.prompt("second question")
+    session.reply("answer two")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    with Memory.open(store_root) as mem:
+        (record,) = [mem.turn_show(p.stem) for p in turn_files(store_root)]
+        assert (record.input, record.parents) == ("second question", ())
+    (line,) = (store_root / ".memdir" / "hooks.log").read_text().splitlines()
+    assert "claude-code Stop skipped turn" in line and "refused" in line

@@ -67,16 +67,21 @@ def run(
     and anything memdir would have printed on stderr, goes to ``.memdir/hooks.log``."""
     env = os.environ if env is None else env
     found: list[Path] = []
+    notes: list[str] = []
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), _logging_to(captured):
-            out = handle(agent, event, stdin, root=root, env=env, budget=budget, found=found)
+            out = handle(
+                agent, event, stdin, root=root, env=env, budget=budget, found=found, notes=notes
+            )
     except Exception as exc:  # a hook must never fail the agent
         explicit = root or env.get("MEMDIR_ROOT")
         if explicit and not found:
             found.append(Path(explicit).expanduser())
         _log(found, env, agent, event, f"error: {type(exc).__name__}: {exc}", captured)
         return ""
+    for note in notes:
+        _log(found, env, agent, event, note, io.StringIO())
     if captured.getvalue().strip():
         _log(found, env, agent, event, "note", captured)
     return out
@@ -91,8 +96,12 @@ def handle(
     env: Mapping[str, str] | None = None,
     budget: int = DEFAULT_BUDGET,
     found: list[Path] | None = None,
+    notes: list[str] | None = None,
 ) -> str:
-    """Handle one hook call (raises on failure; :func:`run` is the entry point that does not)."""
+    """Handle one hook call (raises on failure; :func:`run` is the entry point that does not).
+
+    ``found`` gets the store once it is known, ``notes`` what is worth a line in hooks.log
+    though nothing failed (a turn memdir refused and skipped)."""
     from .locate import locate
 
     env = os.environ if env is None else env
@@ -120,7 +129,9 @@ def handle(
             prompt = payload.get("prompt") if event == "UserPromptSubmit" else ""
             text = pack_text(mem, session, user_of(env), str(prompt or ""), budget)
             return _answer(event, text)
-        _record(mem, agent, event, session, payload, env)
+        skipped = _record(mem, agent, event, session, payload, env)
+    if notes is not None:
+        notes.extend(f"skipped turn {key}: {why}" for key, why in skipped if "refused" in why)
     if event == "SessionEnd":
         spool.remove(store, agent, session)
     return ""
@@ -190,7 +201,7 @@ def _record(
     session: str,
     payload: dict[str, Any],
     env: Mapping[str, str],
-) -> None:
+) -> list[tuple[str, str]]:
     from . import transcripts
     from .record import OPEN, OVER, record_transcript
 
@@ -204,16 +215,17 @@ def _record(
             transcript = transcripts.read(path, agent, session)
         except OSError:
             if not stop:
-                return
+                return []
             # No transcript to read: what the hooks spooled still makes the turn.
             transcript = from_spool(spool.read(mem.root, agent, session), agent, session)
-        record_transcript(
+        outcome = record_transcript(
             mem,
             transcript,
             user=user_of(env),
             last_output=last if isinstance(last, str) else None,
             last=OVER if event in ("Stop", "SessionEnd") else OPEN,
         )
+    return outcome.skipped
 
 
 def from_spool(events: list[dict[str, Any]], agent: str, session: str) -> Transcript:

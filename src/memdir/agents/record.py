@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..doc.ids import derived_id
 from ..doc.turnrecord import MAX_PARENTS, turn_path
+from ..errors import MemdirError
 from .transcripts import Transcript, Turn
 
 if TYPE_CHECKING:
@@ -85,7 +86,13 @@ def record_transcript(
             continue
         parents = _parents(mem, previous, turn, ident)
         if not dry_run:
-            _record(mem, transcript, turn, ident, output, parents, user)
+            try:
+                _record(mem, transcript, turn, ident, output, parents, user)
+            except MemdirError as exc:
+                # One turn memdir refuses (text no file can hold, a work log too large)
+                # must not keep every later turn of the session out.
+                out.skipped.append((turn.key, f"refused: {exc.message}"))
+                continue
         out.added.append(ident)
         previous = ident
     return out
