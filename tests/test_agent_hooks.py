@@ -486,3 +486,40 @@ def test_a_turn_memdir_refuses_does_not_keep_the_next_ones_out(
         assert (record.input, record.parents) == ("second question", ())
     (line,) = (store_root / ".memdir" / "hooks.log").read_text().splitlines()
     assert "claude-code Stop skipped turn" in line and "refused" in line
+
+
+def test_post_tool_use_loads_neither_the_service_nor_the_transcript_reader(
+    store_root: Path, env: dict[str, str]
+) -> None:
+    """It runs after every tool call, so it only appends: nothing heavy is imported."""
+    script = (
+        "import json, sys\n"
+        "from memdir.cli import main\n"
+        "sys.argv = ['memdir', 'hook', 'claude-code', 'PostToolUse']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('memdir.service', 'memdir.agents.transcripts', 'memdir.index',"
+        " 'yaml') if m in sys.modules]\n"
+        "print(json.dumps(heavy), file=sys.stderr)\n"
+    )
+    payload = {
+        "session_id": "s1",
+        "transcript_path": "",
+        "cwd": "/",
+        "tool_name": "Bash",
+        "hook_event_name": "PostToolUse",
+        "tool_input": {"command": "ls"},
+    }
+    full = {**os.environ, **env}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=full,
+        check=True,
+        timeout=60,
+    )
+    assert (done.stdout, json.loads(done.stderr)) == (b"", [])
+    assert len(spool.read(store_root, "claude-code", "s1")) == 1

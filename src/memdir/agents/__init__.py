@@ -6,4 +6,11 @@
 - :mod:`memdir.agents.spool`: the per-session folder (lock, spool) under ``.memdir/hooks/``;
 - :mod:`memdir.agents.hooks`: ``memdir hook AGENT EVENT``, the one entry point of every hook.
 - :mod:`memdir.agents.imports`: ``memdir import AGENT``, the turns of past sessions.
+
+Importing the package costs nothing: a hook that only appends to its spool (PostToolUse)
+imports no more than it needs.
 """
+
+CLAUDE_CODE = "claude-code"
+CODEX = "codex"
+AGENTS = (CLAUDE_CODE, CODEX)

@@ -34,11 +34,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import spool
-from .transcripts import AGENTS, Transcript, Turn
+from . import AGENTS, spool
 
 if TYPE_CHECKING:
     from ..service import Memory
+    from .transcripts import Transcript
 
 DEFAULT_BUDGET = 1500
 MAX_CHARS = 9000
@@ -230,6 +230,8 @@ def _record(
 
 def from_spool(events: list[dict[str, Any]], agent: str, session: str) -> Transcript:
     """Turns from the spool: each spooled prompt, then the tool calls spooled after it."""
+    from .transcripts import Transcript, Turn
+
     turns: list[Turn] = []
     for event in events:
         name = event.get("hook_event_name")

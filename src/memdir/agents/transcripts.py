@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ..doc.turnrecord import is_turn_id
+from . import AGENTS, CLAUDE_CODE, CODEX
 
-CLAUDE_CODE = "claude-code"
-CODEX = "codex"
-AGENTS = (CLAUDE_CODE, CODEX)
+__all__ = ["AGENTS", "CLAUDE_CODE", "CODEX", "Transcript", "Turn", "parse", "read"]
 
 # memdir's MCP tools that put a document or a turn in front of the agent.
 _READ_TOOLS = {"read": "path", "turn_show": "turn_id"}
