@@ -112,6 +112,12 @@ class ClaudeSession:
         self.answer = ""
         return self.prompt_id
 
+    def injected(self, text: str, **flags: Any) -> None:
+        """A user record Claude Code writes itself (a compaction's summary, a local command's
+        output, hook feedback): no prompt of the user."""
+        record, _ = self._conversation("user", message={"role": "user", "content": text}, **flags)
+        self._line(record)
+
     def tool(self, name: str, arguments: dict[str, Any], result: str, *, say: str = "") -> str:
         """One tool call and its result (with a text block before it when ``say``)."""
         message_id = f"msg_{uuid.uuid4().hex[:20]}"

@@ -115,3 +115,30 @@ def test_import_codex_sessions(store_root: Path, tmp_path: Path) -> None:
     assert [r["output"] for r in found] == ["The linter is clean.", "mypy is clean too."]
     assert found[0]["worklog_bytes"] == b"".join(session.worklogs[0])
     assert found[1]["parents"] == [found[0]["id"]]
+
+
+def test_records_claude_code_writes_itself_are_no_prompts(store_root: Path, tmp_path: Path) -> None:
+    session = ClaudeSession(tmp_path / "home", tmp_path / "proj")
+    session.prompt("first question")
+    session.reply("first answer")
+    session.injected("<command-name>/compact</command-name>")
+    session.injected("<local-command-stdout>Compacted</local-command-stdout>")
+    session.injected(
+        "This session is being continued ... summary",
+        isCompactSummary=True,
+        isVisibleInTranscriptOnly=True,
+    )
+    session.injected("<system-reminder>Stop hook feedback: check the tests</system-reminder>")
+    session.injected("Base directory for this skill: ...", isMeta=True)
+    session.prompt("second question")
+    session.reply("second answer")
+    with Memory.open(store_root) as mem:
+        summary = import_transcripts(mem, "claude-code", [session.path])
+    found = records(store_root)
+    assert [(r["input"], r["output"]) for r in found] == [
+        ("first question", "first answer"),
+        ("second question", "second answer"),
+    ]
+    assert found[1]["parents"] == [found[0]["id"]]
+    # The /compact command is a prompt nothing answered: skipped, and said so.
+    assert summary.turns_added == 2 and [s["reason"] for s in summary.skipped] == ["no answer"]

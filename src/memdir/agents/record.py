@@ -81,8 +81,10 @@ def record_transcript(
         if final and (last == OPEN or (last == ANSWERED and not output.strip())):
             out.skipped.append((turn.key, "not over yet"))
             continue
-        if not turn.prompt.strip() and not output.strip():
-            out.skipped.append((turn.key, "no prompt and no answer"))
+        if not output.strip() and not turn.worklog:
+            # A prompt the agent never answered nor worked on (interrupted, or a local
+            # command such as /compact): nothing happened that memory could use.
+            out.skipped.append((turn.key, "no answer"))
             continue
         parents = _parents(mem, previous, turn, ident)
         if not dry_run:

@@ -37,8 +37,16 @@ __all__ = ["AGENTS", "CLAUDE_CODE", "CODEX", "Transcript", "Turn", "parse", "rea
 # memdir's MCP tools that put a document or a turn in front of the agent.
 _READ_TOOLS = {"read": "path", "turn_show": "turn_id"}
 _TURN_FILE = re.compile(r"(?:^|/)([0-9a-hjkmnp-tv-z]{26})(?:\.md|\.worklog\.jsonl)$")
-# Claude Code sends hook feedback to the model as a user message; it is not a new prompt.
-_NOT_A_PROMPT = ("<system-reminder>",)
+# User records that are not a prompt of the user: hook feedback Claude Code sends the model,
+# and the output of a local command (/compact, /model) shown in the transcript.
+_NOT_A_PROMPT = (
+    "<system-reminder>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+)
+# Flags of user records Claude Code writes itself (a compaction's summary, a skill's text).
+_NOT_A_PROMPT_FLAGS = ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly")
 _CODEX_CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
 _CODEX_RESULTS = {"function_call_output", "custom_tool_call_output"}
 
@@ -250,7 +258,9 @@ class _Claude:
                 self.turns[-1].worklog.append(raw)
             return
         text = _text(content)
-        if record.get("isMeta") or not text.strip() or text.lstrip().startswith(_NOT_A_PROMPT):
+        if any(record.get(flag) for flag in _NOT_A_PROMPT_FLAGS):
+            return
+        if not text.strip() or text.lstrip().startswith(_NOT_A_PROMPT):
             return
         key = record.get("uuid") if isinstance(record.get("uuid"), str) else None
         self.turns.append(Turn(key or f"#{len(self.turns) + 1}", text, self.last_ms))
