@@ -1,6 +1,8 @@
-"""Whole-process latency of `memdir hook claude-code EVENT` on a store of many turns.
+"""Whole-process latency of `memdir hook claude-code EVENT` on a store of many turns, and
+the rate of `memdir import claude-code`.
 
     python bench/agent_hooks.py [--turns 5000] [--runs 40] [--keep DIR]
+    python bench/agent_hooks.py --import-turns 10000 [--keep DIR]
 
 Builds a store of ``--turns`` turn records (bench/turns.py's ``build_store``: rendered
 straight to disk, then indexed once), then plays one Claude Code session against it: for each
@@ -10,6 +12,10 @@ call, its result and the answer, and runs `... Stop`; every few prompts a `Sessi
 (resume). Each time is the whole process (start, imports, opening the store, the answer, git,
 exit), as the agent waits for it. Prints p50/p95/max per event, the pack's size in characters
 and tokens, and checks every Stop recorded its turn once. No daemon and no watcher run.
+
+``--import-turns N`` writes N turns as Claude Code transcripts (100 turns a session, one tool
+call each) and times `memdir import claude-code` over them into a new store, embeddings off,
+as a whole process; then again, which must add nothing.
 """
 
 from __future__ import annotations
@@ -124,11 +130,53 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--keep", type=Path, default=None, help="Build the store here.")
+    parser.add_argument("--import-turns", type=int, default=0, help="Time an import instead.")
     args = parser.parse_args()
+    bench = bench_import if args.import_turns else run
     if args.keep is not None:
-        return run(args, args.keep)
+        return bench(args, args.keep)
     with tempfile.TemporaryDirectory(prefix="memdir-hooks-") as scratch:
-        return run(args, Path(scratch))
+        return bench(args, Path(scratch))
+
+
+def bench_import(args: argparse.Namespace, folder: Path) -> int:
+    """Time `memdir import claude-code` over ``--import-turns`` turns of transcripts."""
+    home, root = folder / "home", folder / "store"
+    Store.init(root)
+    for first in range(0, args.import_turns, 100):
+        session = str(uuid.uuid4())
+        tdir = home / ".claude" / "projects" / "-work"
+        tdir.mkdir(parents=True, exist_ok=True)
+        log = Transcript(tdir / f"{session}.jsonl", session, "/work")
+        for n in range(first, min(first + 100, args.import_turns)):
+            log.add("user", message={"role": "user", "content": f"deploy question {n}?"})
+            log.turn_body(n)
+    env = {**os.environ, "HOME": str(home), "MEMDIR_EMBEDDINGS_ENABLED": "false"}
+    for attempt in ("first", "again"):
+        started = time.perf_counter()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memdir",
+                "--root",
+                str(root),
+                "import",
+                "claude-code",
+                "--json",
+            ],
+            capture_output=True,
+            env=env,
+            check=True,
+            timeout=3600,
+        )
+        took = time.perf_counter() - started
+        added = json.loads(done.stdout)["turns_added"]
+        print(
+            f"import {attempt}: {added} turns added in {took:.1f} s "
+            f"({args.import_turns / took:.0f} turns/s read, {added / took:.0f} added/s)"
+        )
+    return 0
 
 
 def run(args: argparse.Namespace, folder: Path) -> int:
