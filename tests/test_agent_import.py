@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from agentlog import ClaudeSession, CodexSession
@@ -10,6 +11,16 @@ from helpers import run_cli
 from memdir.agents import hooks
 from memdir.agents.imports import import_transcripts, transcript_files
 from memdir.service import Memory
+
+
+def commits(root: Path) -> int:
+    out = subprocess.run(
+        ["git", "-C", str(root), "rev-list", "--count", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout)
 
 
 def records(root: Path) -> list[dict[str, object]]:
@@ -35,8 +46,13 @@ def test_import_twice_adds_nothing_and_a_grown_transcript_adds_its_new_turns(
     two.prompt("hello")
     two.reply("hi")
     folder = home / ".claude" / "projects"
+    before = commits(store_root)
     result = run_cli("--root", str(store_root), "import", "claude-code", str(folder))
     assert result.returncode == 0, result.stderr
+    assert commits(store_root) == before + 1  # a burst of turns shares its git commit
+    assert not subprocess.run(
+        ["git", "-C", str(store_root), "status", "--porcelain"], capture_output=True, check=True
+    ).stdout
     assert result.stdout.decode().splitlines()[0] == (
         "2 sessions: added 3 turns, 0 already recorded, 0 skipped"
     )

@@ -13,6 +13,7 @@ from .common import echo_json, root_flag, root_option
 
 # What a hook reads of stdin at most: an event is small; a runaway pipe is not an event.
 _STDIN_LIMIT = 16 << 20
+_GIT_BATCH = 2.0  # seconds: an import commits its turns in batches
 
 
 @click.command("hook", context_settings={"ignore_unknown_options": True})
@@ -74,7 +75,8 @@ def import_cmd(
         raise InvalidInput("no transcript (*.jsonl) in the paths given")
     store = locate(root_option(ctx, root), create=not dry_run)
     bar = click.progressbar(length=len(files), label=f"importing {agent}", file=sys.stderr)
-    with Memory.open(store) as mem, bar:
+    # Thousands of turns in a burst: they share git commits instead of one each.
+    with Memory.open(store, overrides={"store": {"git_batch_seconds": _GIT_BATCH}}) as mem, bar:
         summary = import_transcripts(
             mem,
             agent,
