@@ -523,3 +523,45 @@ def test_post_tool_use_loads_neither_the_service_nor_the_transcript_reader(
     )
     assert (done.stdout, json.loads(done.stderr)) == (b"", [])
     assert len(spool.read(store_root, "claude-code", "s1")) == 1
+
+
+def test_a_stop_reads_only_the_transcript_after_the_turns_recorded(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("first question")
+    session.reply("first answer")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    # Blank out what was recorded, keeping its length: a Stop that read the whole file
+    # again would find no first turn and give the second one no parent.
+    data = session.path.read_bytes()
+    session.path.write_bytes(b" " * (len(data) - 1) + b"\n")
+    session.prompt("second question")
+    session.reply("second answer")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    with Memory.open(store_root) as mem:
+        records = sorted(
+            (mem.turn_show(p.stem) for p in turn_files(store_root)), key=lambda r: r.id
+        )
+    assert [r.input for r in records] == ["first question", "second question"]
+    assert records[1].parents == (records[0].id,)
+
+
+def test_turns_recorded_from_the_tail_are_those_an_import_finds(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    from memdir.agents.imports import import_transcripts
+
+    session = CodexSession(home, tmp_path / "proj")  # Codex turns are keyed by position
+    for n in range(3):
+        session.prompt(f"question {n}")
+        session.tool("shell", {"command": ["echo", str(n)]}, str(n))
+        session.reply(f"answer {n}")
+        assert hook(env, "codex", "Stop", session.payload("Stop")) == ""
+    assert hook(env, "codex", "PreCompact", session.payload("PreCompact")) == ""
+    with Memory.open(store_root) as mem:
+        summary = import_transcripts(mem, "codex", [session.path])
+        assert (summary.turns_added, summary.turns_present) == (0, 3)
+        chain = [mem.turn_show(p.stem) for p in turn_files(store_root)]
+    ordered = sorted(chain, key=lambda r: r.id)
+    assert [r.parents for r in ordered] == [(), (ordered[0].id,), (ordered[1].id,)]

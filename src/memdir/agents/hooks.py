@@ -209,23 +209,62 @@ def _record(
     last = payload.get("last_assistant_message") if stop else None
     path = payload.get("transcript_path")
     with spool.session_lock(mem.root, agent, session):
+        # Only the transcript's tail from the first turn not recorded yet is read again.
+        start, prompts, previous = _resume(spool.load_state(mem.root, agent, session), path)
         try:
             if not isinstance(path, str) or not path:
                 raise OSError("the event names no transcript")
-            transcript = transcripts.read(path, agent, session)
+            transcript = transcripts.read(path, agent, session, start=start, prompts=prompts)
         except OSError:
             if not stop:
                 return []
             # No transcript to read: what the hooks spooled still makes the turn.
             transcript = from_spool(spool.read(mem.root, agent, session), agent, session)
+            path = None
         outcome = record_transcript(
             mem,
             transcript,
             user=user_of(env),
             last_output=last if isinstance(last, str) else None,
             last=OVER if event in ("Stop", "SessionEnd") else OPEN,
+            previous=previous,
         )
+        if path is not None:
+            left = outcome.left
+            state = {
+                "transcript": path,
+                "offset": transcript.end if left is None else left.start,
+                "prompts": prompts
+                + (len(transcript.turns) if left is None else transcript.turns.index(left)),
+                "previous": outcome.previous,
+            }
+            spool.save_state(mem.root, agent, session, state)
     return outcome.skipped
+
+
+def _resume(state: dict[str, Any], path: object) -> tuple[int, int, str | None]:
+    """Where to start reading ``path`` again: (byte offset, prompts before it, the turn
+    before it), from the session's state when it is about this transcript and still holds
+    (the file is at least that long and a line begins there); else from the start."""
+    offset, prompts, previous = state.get("offset"), state.get("prompts"), state.get("previous")
+    if (
+        state.get("transcript") != path
+        or not isinstance(path, str)
+        or not isinstance(offset, int)
+        or not isinstance(prompts, int)
+        or offset <= 0
+        or prompts < 0
+        or (previous is not None and not isinstance(previous, str))
+    ):
+        return 0, 0, None
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset - 1)
+            if handle.read(1) != b"\n":
+                return 0, 0, None
+    except OSError:
+        return 0, 0, None
+    return offset, prompts, previous
 
 
 def from_spool(events: list[dict[str, Any]], agent: str, session: str) -> Transcript:

@@ -38,6 +38,15 @@ class Outcome:
     added: list[str] = field(default_factory=list)
     existing: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (turn key, reason)
+    # The first turn left to record later (not over, or refused), and the turn before it:
+    # where the next read of the transcript can start (None: after the last turn).
+    left: Turn | None = None
+    previous: str | None = None
+
+    def leave(self, turn: Turn, previous: str | None) -> None:
+        """Note ``turn`` as left for later (the first one noted is where to start again)."""
+        if self.left is None:
+            self.left, self.previous = turn, previous
 
 
 def turn_id(agent: str, session: str, turn: Turn) -> str:
@@ -54,6 +63,7 @@ def record_transcript(
     last: str = ANSWERED,
     dry_run: bool = False,
     progress: Callable[[], None] | None = None,
+    previous: str | None = None,
 ) -> Outcome:
     """Record every turn of ``transcript`` the store does not hold yet, oldest first.
 
@@ -61,10 +71,12 @@ def record_transcript(
     turn. ``last`` says what to do with the last turn: :data:`OVER` records it (a Stop: the
     turn is over), :data:`ANSWERED` records it once it has an answer (an import: a session
     still running is picked up by the next import), :data:`OPEN` leaves it (a PreCompact or
-    a SubagentStop comes in the middle of a turn).
+    a SubagentStop comes in the middle of a turn). ``previous``: the session's turn before
+    the transcript's first (when only its tail was read).
     """
     out = Outcome()
-    previous: str | None = None
+    if previous is not None and not mem.store.exists(turn_path(previous)):
+        previous = None
     count = len(transcript.turns)
     for at, turn in enumerate(transcript.turns):
         if progress is not None:
@@ -80,6 +92,7 @@ def record_transcript(
             output = last_output
         if final and (last == OPEN or (last == ANSWERED and not output.strip())):
             out.skipped.append((turn.key, "not over yet"))
+            out.leave(turn, previous)
             continue
         if not output.strip() and not turn.worklog:
             # A prompt the agent never answered nor worked on (interrupted, or a local
@@ -94,9 +107,12 @@ def record_transcript(
                 # One turn memdir refuses (text no file can hold, a work log too large)
                 # must not keep every later turn of the session out.
                 out.skipped.append((turn.key, f"refused: {exc.message}"))
+                out.leave(turn, previous)
                 continue
         out.added.append(ident)
         previous = ident
+    if out.left is None:
+        out.previous = previous
     return out
 
 

@@ -3,6 +3,8 @@
 - ``lock``: held (``flock``, exclusive) while a hook records the session's turns, so two
   handlers of one session (a Stop that fires twice, a SessionEnd beside it) take turns and
   the second finds the turns recorded;
+- ``state.json``: how far the session's transcript has been recorded (a byte offset, the
+  prompts before it and the turn there), so a Stop reads only what came after;
 - ``spool.jsonl``: one line per prompt (``UserPromptSubmit``) and per tool call
   (``PostToolUse``), each the event's JSON as received. Appending is all those hooks do, so
   they cost next to nothing; Stop reads the transcript and uses the spool only when the
@@ -27,6 +29,7 @@ from typing import Any
 
 HOOKS_DIR = "hooks"
 HOOKS_LOG = "hooks.log"
+STATE = "state.json"
 LOG_LIMIT = 1 << 20  # bytes; past it the log is moved to hooks.log.1
 LOCK_WAIT = 20.0  # seconds; Claude Code's hooks time out after 60 s by default
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -95,6 +98,24 @@ def read(root: Path, agent: str, session: str) -> list[dict[str, Any]]:
         if isinstance(value, dict):
             out.append(value)
     return out
+
+
+def load_state(root: Path, agent: str, session: str) -> dict[str, Any]:
+    """The session's state (where its transcript was read up to), {} when none is readable."""
+    try:
+        value = json.loads((session_dir(root, agent, session) / STATE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def save_state(root: Path, agent: str, session: str, state: dict[str, Any]) -> None:
+    """Replace the session's state (a temp file renamed over it: never half written)."""
+    folder = session_dir(root, agent, session)
+    folder.mkdir(parents=True, exist_ok=True)
+    temp = folder / f".{STATE}.{os.getpid()}.tmp"
+    temp.write_text(json.dumps(state), encoding="utf-8")
+    os.replace(temp, folder / STATE)
 
 
 def remove(root: Path, agent: str, session: str) -> None:

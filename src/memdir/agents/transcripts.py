@@ -58,6 +58,7 @@ class Turn:
     key: str
     prompt: str
     started_ms: int
+    start: int = 0  # where the prompt's line begins in the transcript, in bytes
     output: str = ""
     worklog: list[bytes] = field(default_factory=list)
     tool_calls: int = 0
@@ -81,44 +82,63 @@ class Turn:
 
 @dataclass
 class Transcript:
-    """A transcript read into turns; ``skipped`` lists (line number, reason)."""
+    """A transcript read into turns; ``skipped`` lists (line number, reason); ``end`` is
+    where its last whole line ends, in bytes (what a later read can start from)."""
 
     agent: str
     session: str
     turns: list[Turn]
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    end: int = 0
 
 
-def read(path: str | Path, agent: str, session: str = "") -> Transcript:
+def read(
+    path: str | Path, agent: str, session: str = "", *, start: int = 0, prompts: int = 0
+) -> Transcript:
     """Read the transcript at ``path``; ``session`` as for :func:`parse`, and when neither
-    it nor the file names the session, the file's name does."""
-    found = parse(Path(path).read_bytes(), agent, session)
+    it nor the file names the session, the file's name does. ``start`` and ``prompts``
+    read only the tail from byte ``start`` on, after ``prompts`` prompts (see :func:`parse`).
+    """
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        data = handle.read()
+    found = parse(data, agent, session, start=start, prompts=prompts)
     if not found.session:
         found.session = Path(path).stem
     return found
 
 
-def parse(data: bytes, agent: str, session: str = "") -> Transcript:
+def parse(
+    data: bytes, agent: str, session: str = "", *, start: int = 0, prompts: int = 0
+) -> Transcript:
     """Read transcript bytes into turns. A line that is not a JSON object is skipped and
     reported; the last line is skipped as ``truncated`` when it has no newline and does not
     parse (a transcript still being written).
 
     The session is ``session`` when given (a hook's ``session_id``), else the first one the
     file names (Claude Code's ``sessionId``, Codex's ``session_meta``), so a stray record
-    cannot move the turns to another thread."""
+    cannot move the turns to another thread.
+
+    ``data`` may be the tail of a transcript from byte ``start`` on (a turn's first line),
+    after ``prompts`` prompts: the turns and their keys are those a read of the whole file
+    gives from there."""
     if agent not in AGENTS:
         raise ValueError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
-    reader = _Claude(session) if agent == CLAUDE_CODE else _Codex(session)
+    reader = _Claude(session, prompts) if agent == CLAUDE_CODE else _Codex(session, prompts)
     skipped: list[tuple[int, str]] = []
-    for number, raw, record in _records(data, skipped):
+    for number, offset, raw, record in _records(data, skipped):
+        reader.at = start + offset
         reader.take(number, raw, record)
-    return Transcript(agent, reader.session, reader.finish(), skipped)
+    end = start + data.rfind(b"\n") + 1
+    return Transcript(agent, reader.session, reader.finish(), skipped, end)
 
 
-def _records(data: bytes, skipped: list[tuple[int, str]]) -> Iterator[tuple[int, bytes, Any]]:
+def _records(data: bytes, skipped: list[tuple[int, str]]) -> Iterator[tuple[int, int, bytes, Any]]:
     lines = data.split(b"\n")
     last = len(lines)
+    offset = 0
     for number, body in enumerate(lines, start=1):
+        at, offset = offset, offset + len(body) + 1
         if not body.strip():
             continue
         complete = number < last  # the piece after the last newline is still being written
@@ -130,7 +150,7 @@ def _records(data: bytes, skipped: list[tuple[int, str]]) -> Iterator[tuple[int,
         if not isinstance(record, dict):
             skipped.append((number, "not a JSON object"))
             continue
-        yield number, body + b"\n" if complete else body, record
+        yield number, at, body + b"\n" if complete else body, record
 
 
 def _ms(stamp: object) -> int | None:
@@ -228,9 +248,11 @@ def _without_options(tokens: list[str]) -> list[str]:
 class _Claude:
     """Claude Code: one record per content block; prompts are ``user`` records with text."""
 
-    def __init__(self, session: str) -> None:
+    def __init__(self, session: str, prompts: int = 0) -> None:
         self.session = session
         self.turns: list[Turn] = []
+        self.prompts = prompts
+        self.at = 0
         self.last_ms = 0
         self.answer_id: object = None
         self.calls: dict[str, tuple[str, Any]] = {}
@@ -263,7 +285,8 @@ class _Claude:
         if not text.strip() or text.lstrip().startswith(_NOT_A_PROMPT):
             return
         key = record.get("uuid") if isinstance(record.get("uuid"), str) else None
-        self.turns.append(Turn(key or f"#{len(self.turns) + 1}", text, self.last_ms))
+        ordinal = self.prompts + len(self.turns) + 1
+        self.turns.append(Turn(key or f"#{ordinal}", text, self.last_ms, self.at))
         self.answer_id = None
 
     def _assistant(self, raw: bytes, message: Any, blocks: list[Any]) -> None:
@@ -293,9 +316,11 @@ class _Codex:
     """Codex: ``{timestamp, type, payload}`` lines; a prompt is an ``event_msg`` of type
     ``user_message`` (the ``response_item`` user messages also carry injected context)."""
 
-    def __init__(self, session: str) -> None:
+    def __init__(self, session: str, prompts: int = 0) -> None:
         self.session = session
         self.turns: list[Turn] = []
+        self.prompts = prompts
+        self.at = 0
         self.last_ms = 0
 
     def take(self, number: int, raw: bytes, record: dict[str, Any]) -> None:
@@ -311,7 +336,8 @@ class _Codex:
         elif kind == "event_msg" and sub == "user_message":
             text = payload.get("message")
             if isinstance(text, str) and text.strip():
-                self.turns.append(Turn(f"#{len(self.turns) + 1}", text, self.last_ms))
+                ordinal = self.prompts + len(self.turns) + 1
+                self.turns.append(Turn(f"#{ordinal}", text, self.last_ms, self.at))
         elif kind == "response_item" and self.turns:
             self._item(raw, sub, payload)
 
