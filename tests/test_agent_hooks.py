@@ -565,3 +565,27 @@ def test_turns_recorded_from_the_tail_are_those_an_import_finds(
         chain = [mem.turn_show(p.stem) for p in turn_files(store_root)]
     ordered = sorted(chain, key=lambda r: r.id)
     assert [r.parents for r in ordered] == [(), (ordered[0].id,), (ordered[1].id,)]
+
+
+def test_a_stop_that_recorded_every_turn_empties_the_spool(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("print the big log")
+    hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    use = session.tool("Bash", {"command": "cat big.log"}, "line\n" * 1000)
+    post = session.payload(
+        "PostToolUse",
+        tool_name="Bash",
+        tool_use_id=use,
+        tool_input={"command": "cat big.log"},
+        tool_response={"stdout": "line\n" * 1000},
+    )
+    hook(env, "claude-code", "PostToolUse", post)
+    assert len(spool.read(store_root, "claude-code", session.session)) == 2
+    assert hook(env, "claude-code", "PreCompact", session.payload("PreCompact")) == ""
+    assert len(spool.read(store_root, "claude-code", session.session)) == 2  # turn not over
+    session.reply("It has 1000 lines.")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    assert spool.read(store_root, "claude-code", session.session) == []
+    assert len(turn_files(store_root)) == 1

@@ -239,6 +239,9 @@ def _record(
                 "previous": outcome.previous,
             }
             spool.save_state(mem.root, agent, session, state)
+        if event == "Stop" and outcome.left is None:
+            # Every turn so far is recorded: what was spooled for them is not needed.
+            spool.clear(mem.root, agent, session)
     return outcome.skipped
 
 

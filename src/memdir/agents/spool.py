@@ -8,7 +8,8 @@
 - ``spool.jsonl``: one line per prompt (``UserPromptSubmit``) and per tool call
   (``PostToolUse``), each the event's JSON as received. Appending is all those hooks do, so
   they cost next to nothing; Stop reads the transcript and uses the spool only when the
-  transcript cannot be read. SessionEnd removes the folder.
+  transcript cannot be read, and empties it once every turn so far is recorded. SessionEnd
+  removes the folder.
 
 The log of failed hooks is ``.memdir/hooks.log`` beside it (:func:`log_failure`).
 """
@@ -116,6 +117,12 @@ def save_state(root: Path, agent: str, session: str, state: dict[str, Any]) -> N
     temp = folder / f".{STATE}.{os.getpid()}.tmp"
     temp.write_text(json.dumps(state), encoding="utf-8")
     os.replace(temp, folder / STATE)
+
+
+def clear(root: Path, agent: str, session: str) -> None:
+    """Empty the session's spool (its turns are recorded; the lock and state stay)."""
+    with contextlib.suppress(FileNotFoundError):
+        (session_dir(root, agent, session) / "spool.jsonl").unlink()
 
 
 def remove(root: Path, agent: str, session: str) -> None:
