@@ -589,3 +589,33 @@ def test_a_stop_that_recorded_every_turn_empties_the_spool(
     assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
     assert spool.read(store_root, "claude-code", session.session) == []
     assert len(turn_files(store_root)) == 1
+
+
+def test_arguments_the_hook_cannot_use_never_exit_2(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Claude Code blocks the prompt when a UserPromptSubmit hook exits 2 (a usage error)."""
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("deploy?")
+    data = json.dumps(session.payload("UserPromptSubmit")).encode()
+    full = {**{k: v for k, v in os.environ.items() if k != "MEMDIR_ROOT"}, **env}
+    for args in (["claude-code", "UserPromptSubmit", "--budget", "lots", "--verbose"], []):
+        done = subprocess.run(
+            [sys.executable, "-m", "memdir", "hook", *args],
+            input=data,
+            capture_output=True,
+            env=full,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, b"")
+        if args:  # agent and event known: the pack still comes, the rest is logged
+            assert "thread " + session.session in context_of(
+                done.stdout.decode(), "UserPromptSubmit"
+            )
+        else:
+            assert done.stdout == b""
+    log = (store_root / ".memdir" / "hooks.log").read_text()
+    assert "usage: --budget must be a positive number of tokens, got 'lots'" in log
+    assert "usage: unknown option --verbose" in log
+    assert "usage: expected AGENT EVENT, got nothing" in log and "unknown agent ''" in log

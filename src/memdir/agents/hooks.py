@@ -62,12 +62,15 @@ def run(
     root: str | None = None,
     env: Mapping[str, str] | None = None,
     budget: int = DEFAULT_BUDGET,
+    problems: list[str] | None = None,
 ) -> str:
     """Handle one hook call; the text for stdout ("" for none). Never raises: a failure,
-    and anything memdir would have printed on stderr, goes to ``.memdir/hooks.log``."""
+    and anything memdir would have printed on stderr, goes to ``.memdir/hooks.log``.
+    ``problems``: what was wrong with the command's arguments (logged; the call goes on
+    when agent and event are known)."""
     env = os.environ if env is None else env
     found: list[Path] = []
-    notes: list[str] = []
+    notes: list[str] = [f"usage: {p}" for p in problems or ()]
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), _logging_to(captured):
@@ -78,6 +81,8 @@ def run(
         explicit = root or env.get("MEMDIR_ROOT")
         if explicit and not found:
             found.append(Path(explicit).expanduser())
+        for note in notes:
+            _log(found, env, agent, event, note, io.StringIO())
         _log(found, env, agent, event, f"error: {type(exc).__name__}: {exc}", captured)
         return ""
     for note in notes:

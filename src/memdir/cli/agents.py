@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -16,31 +17,68 @@ _STDIN_LIMIT = 16 << 20
 _GIT_BATCH = 2.0  # seconds: an import commits its turns in batches
 
 
-@click.command("hook", context_settings={"ignore_unknown_options": True})
-@click.argument("agent")
-@click.argument("event")
-@click.option("--budget", type=int, default=None, help="Pack budget in tokens (default 1500).")
-@root_flag
+@click.command(
+    "hook",
+    options_metavar="",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
+@click.argument(
+    "words", nargs=-1, type=click.UNPROCESSED, metavar="AGENT EVENT [--root DIR] [--budget N]"
+)
 @click.pass_context
-def hook_cmd(
-    ctx: click.Context, agent: str, event: str, budget: int | None, root: str | None
-) -> None:
+def hook_cmd(ctx: click.Context, words: tuple[str, ...]) -> None:
     """Handle one hook event of an agent (claude-code, codex): the event's JSON on stdin.
 
     Answers on stdout in the agent's protocol (the context pack for SessionStart and
-    UserPromptSubmit), records the finished turn on Stop. Always exits 0; a failure is one
-    line in the store's .memdir/hooks.log, never output.
+    UserPromptSubmit, within --budget tokens, default 1500), records the finished turn on
+    Stop. Always exits 0, even for arguments it cannot use (an exit code 2 would block the
+    prompt): a failure is one line in the store's .memdir/hooks.log, never output.
 
     Example: echo '{"session_id": "s1", "prompt": "deploy?", ...}' |
     memdir hook claude-code UserPromptSubmit
     """
     from ..agents.hooks import DEFAULT_BUDGET, run
 
+    agent, event, root, budget, problems = _hook_words(words)
     data = sys.stdin.buffer.read(_STDIN_LIMIT) if not sys.stdin.isatty() else b""
-    size = budget if budget is not None and budget > 0 else DEFAULT_BUDGET
-    out = run(agent, event, data, root=root_option(ctx, root), budget=size)
+    out = run(
+        agent,
+        event,
+        data,
+        root=root or root_option(ctx, None),
+        budget=budget or DEFAULT_BUDGET,
+        problems=problems,
+    )
     if out:
-        click.echo(out)
+        with contextlib.suppress(OSError):  # the agent stopped reading: nothing to tell it
+            click.echo(out)
+
+
+def _hook_words(words: tuple[str, ...]) -> tuple[str, str, str | None, int | None, list[str]]:
+    """AGENT, EVENT, --root and --budget from the words, and what was wrong with them."""
+    positional: list[str] = []
+    root: str | None = None
+    budget: int | None = None
+    problems: list[str] = []
+    items = iter(words)
+    for word in items:
+        name, eq, value = word.partition("=")
+        if name in ("--root", "--budget"):
+            value = value if eq else next(items, "")
+            if name == "--root":
+                root = value or None
+            elif value.isdigit() and int(value) > 0:
+                budget = int(value)
+            else:
+                problems.append(f"--budget must be a positive number of tokens, got {value!r}")
+        elif word.startswith("-"):
+            problems.append(f"unknown option {word}")
+        else:
+            positional.append(word)
+    if len(positional) != 2:
+        problems.append(f"expected AGENT EVENT, got {' '.join(positional) or 'nothing'}")
+    agent, event = (positional + ["", ""])[:2]
+    return agent, event, root, budget, problems
 
 
 @click.command("import")
