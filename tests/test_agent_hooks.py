@@ -389,6 +389,18 @@ def test_keywords_are_the_prompts_content_words() -> None:
         "see",
     ]
     assert hooks.keywords_of("a an the to of") == []
+    blob = "QUJD" * 100  # a pasted key: one word of 400 characters
+    assert hooks.keywords_of(f"why does {blob} fail to decode") == ["fail", "decode"]
+
+
+def test_a_prompt_with_a_pasted_blob_still_gets_its_pack(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("decode this: " + "QUJD" * 100)
+    out = hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    assert "keywords decode_" in context_of(out, "UserPromptSubmit")
+    assert not (store_root / ".memdir" / "hooks.log").exists()
 
 
 def test_a_record_of_another_session_does_not_move_the_turn(

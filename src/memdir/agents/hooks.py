@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 DEFAULT_BUDGET = 1500
 MAX_CHARS = 9000
 MAX_KEYWORDS = 12
+MAX_KEYWORD_CHARS = 40
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
 RECORD_EVENTS = ("Stop", "SubagentStop", "SessionEnd", "PreCompact")
 EVENTS = (*CONTEXT_EVENTS, "PostToolUse", *RECORD_EVENTS)
@@ -167,7 +168,9 @@ def keywords_of(prompt: str, most: int = MAX_KEYWORDS) -> list[str]:
 
     out: list[str] = []
     for word in _WORD.findall(prompt.lower()):
-        if len(word) < 3 or word in STOPWORDS or word.isdigit() or word in out:
+        if not 3 <= len(word) <= MAX_KEYWORD_CHARS or word in STOPWORDS or word.isdigit():
+            continue  # a pasted hash or blob is no keyword (and too long for one)
+        if word in out:
             continue
         out.append(word)
         if len(out) == most:
