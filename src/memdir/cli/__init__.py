@@ -48,6 +48,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "token": ("memdir.cli.server:token_group", "Create, list and revoke bearer tokens."),
     "turn": ("memdir.cli.turns:turn_group", "Turn records and their DAG."),
     "context": ("memdir.cli.turns:context_cmd", "Mode one: the context pack for a turn."),
+    "hook": ("memdir.cli.agents:hook_cmd", "Handle an agent's hook event (Claude Code, Codex)."),
+    "import": ("memdir.cli.agents:import_cmd", "Record the turns of an agent's past sessions."),
 }
 
 

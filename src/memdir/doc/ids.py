@@ -45,3 +45,16 @@ def id_time_ms(ident: str) -> int:
     for ch in ident[:10].lower():
         value = value * 32 + _ALPHABET.index(ch)
     return value
+
+
+def derived_id(ms: int, key: str) -> str:
+    """The id for the thing named ``key`` at ``ms``: the same inputs always give the same id.
+
+    For records made again from a source that does not change (an agent's transcript), so
+    that making one twice, in two processes at once or in two runs, names one file. The
+    80 bits after the time are taken from a SHA-256 of ``key``.
+    """
+    import hashlib
+
+    digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:10], "big")
+    return _encode(max(ms, 0) & ((1 << 48) - 1), 10) + _encode(digest, 16)

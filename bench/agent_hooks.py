@@ -1,0 +1,261 @@
+"""Whole-process latency of `memdir hook claude-code EVENT` on a store of many turns, and
+the rate of `memdir import claude-code`.
+
+    python bench/agent_hooks.py [--turns 5000] [--runs 40] [--keep DIR]
+    python bench/agent_hooks.py --import-turns 10000 [--keep DIR]
+
+Builds a store of ``--turns`` turn records (bench/turns.py's ``build_store``: rendered
+straight to disk, then indexed once), then plays one Claude Code session against it: for each
+of ``--runs`` prompts it appends the prompt to a transcript shaped like Claude Code's, runs
+`python -m memdir hook claude-code UserPromptSubmit` with the event on stdin, appends a tool
+call, its result and the answer, and runs `... Stop`; every few prompts a `SessionStart`
+(resume). Each time is the whole process (start, imports, opening the store, the answer, git,
+exit), as the agent waits for it. Prints p50/p95/max per event, the pack's size in characters
+and tokens, and checks every Stop recorded its turn once. No daemon and no watcher run.
+
+``--import-turns N`` writes N turns as Claude Code transcripts (100 turns a session, one tool
+call each) and times `memdir import claude-code` over them into a new store, embeddings off,
+as a whole process; then again, which must add nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import turns as turn_bench  # beside this file: python puts the script's folder on sys.path
+from memdir.doc.tokencount import counter
+from memdir.files.store import Store
+from memdir.service import Memory
+
+
+class Transcript:
+    """A Claude Code transcript, appended to as the agent appends to it."""
+
+    def __init__(self, path: Path, session: str, cwd: str) -> None:
+        self.path, self.session, self.cwd = path, session, cwd
+        self.clock = datetime.now(UTC)
+        self.parent: str | None = None
+
+    def add(self, kind: str, **fields: Any) -> str:
+        self.clock += timedelta(milliseconds=700)
+        ident = str(uuid.uuid4())
+        record = {
+            "parentUuid": self.parent,
+            "isSidechain": False,
+            "cwd": self.cwd,
+            "sessionId": self.session,
+            "version": "2.1.332",
+            "type": kind,
+            "uuid": ident,
+            "timestamp": self.clock.isoformat().replace("+00:00", "Z"),
+            **fields,
+        }
+        self.parent = ident
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+        return ident
+
+    def turn_body(self, n: int) -> str:
+        use = f"toolu_{n:06d}"
+        self.add(
+            "assistant",
+            message={
+                "id": f"msg_{n}a",
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": use,
+                        "name": "mcp__memdir__search",
+                        "input": {"query": "deploy migrations"},
+                    }
+                ],
+            },
+        )
+        self.add(
+            "user",
+            message={
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": use, "content": "[]", "is_error": False}
+                ],
+            },
+        )
+        answer = f"Run the migrations first, then make deploy ({n})."
+        self.add(
+            "assistant",
+            message={
+                "id": f"msg_{n}b",
+                "role": "assistant",
+                "content": [{"type": "text", "text": answer}],
+            },
+        )
+        return answer
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+
+
+def hook(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[float, bytes]:
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "memdir", "hook", "claude-code", event],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    took = (time.perf_counter() - started) * 1000
+    if done.returncode != 0 or done.stderr:
+        raise SystemExit(f"{event}: exit {done.returncode}: {done.stderr.decode()[:500]}")
+    return took, done.stdout
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--keep", type=Path, default=None, help="Build the store here.")
+    parser.add_argument("--import-turns", type=int, default=0, help="Time an import instead.")
+    args = parser.parse_args()
+    bench = bench_import if args.import_turns else run
+    if args.keep is not None:
+        return bench(args, args.keep)
+    with tempfile.TemporaryDirectory(prefix="memdir-hooks-") as scratch:
+        return bench(args, Path(scratch))
+
+
+def bench_import(args: argparse.Namespace, folder: Path) -> int:
+    """Time `memdir import claude-code` over ``--import-turns`` turns of transcripts."""
+    home, root = folder / "home", folder / "store"
+    Store.init(root)
+    for first in range(0, args.import_turns, 100):
+        session = str(uuid.uuid4())
+        tdir = home / ".claude" / "projects" / "-work"
+        tdir.mkdir(parents=True, exist_ok=True)
+        log = Transcript(tdir / f"{session}.jsonl", session, "/work")
+        for n in range(first, min(first + 100, args.import_turns)):
+            log.add("user", message={"role": "user", "content": f"deploy question {n}?"})
+            log.turn_body(n)
+    env = {**os.environ, "HOME": str(home), "MEMDIR_EMBEDDINGS_ENABLED": "false"}
+    for attempt in ("first", "again"):
+        started = time.perf_counter()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memdir",
+                "--root",
+                str(root),
+                "import",
+                "claude-code",
+                "--json",
+            ],
+            capture_output=True,
+            env=env,
+            check=True,
+            timeout=3600,
+        )
+        took = time.perf_counter() - started
+        added = json.loads(done.stdout)["turns_added"]
+        print(
+            f"import {attempt}: {added} turns added in {took:.1f} s "
+            f"({args.import_turns / took:.0f} turns/s read, {added / took:.0f} added/s)"
+        )
+    return 0
+
+
+def run(args: argparse.Namespace, folder: Path) -> int:
+    """Build the store in ``folder``, play the session, print the figures."""
+    root = folder / "store"
+    started = time.perf_counter()
+    Store.init(root)
+    turn_bench.build_store(root, args.turns)
+    with Memory.open(root) as mem:
+        mem.sync(force=True)
+        count = counter(mem.settings.turns.token_counter)
+    print(f"store: {args.turns} turns in {time.perf_counter() - started:.1f} s")
+
+    home = folder / "home"
+    work = folder / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    session = str(uuid.uuid4())
+    tdir = home / ".claude" / "projects" / str(work).replace("/", "-")
+    tdir.mkdir(parents=True, exist_ok=True)
+    log = Transcript(tdir / f"{session}.jsonl", session, str(work))
+    env = {**os.environ, "HOME": str(home), "MEMDIR_ROOT": str(root), "MEMDIR_USER": "u1"}
+    base = {"session_id": session, "transcript_path": str(log.path), "cwd": str(work)}
+    times: dict[str, list[float]] = {"SessionStart": [], "UserPromptSubmit": [], "Stop": []}
+    sizes: list[int] = []
+    tokens: list[int] = []
+    hook(env, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "startup"})
+    for n in range(args.runs):
+        prompt = f"how do we deploy the api with migrations, try {n}?"
+        prompt_id = str(uuid.uuid4())
+        log.add("user", message={"role": "user", "content": prompt}, promptId=prompt_id)
+        took, out = hook(
+            env,
+            "UserPromptSubmit",
+            {
+                **base,
+                "hook_event_name": "UserPromptSubmit",
+                "prompt_id": prompt_id,
+                "prompt": prompt,
+            },
+        )
+        times["UserPromptSubmit"].append(took)
+        text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        sizes.append(len(text))
+        tokens.append(count.count(text + "\n"))
+        answer = log.turn_body(n)
+        took, _ = hook(
+            env,
+            "Stop",
+            {
+                **base,
+                "hook_event_name": "Stop",
+                "prompt_id": prompt_id,
+                "stop_hook_active": False,
+                "last_assistant_message": answer,
+            },
+        )
+        times["Stop"].append(took)
+        if n % 4 == 3:
+            took, _ = hook(
+                env, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "resume"}
+            )
+            times["SessionStart"].append(took)
+    with Memory.open(root) as mem:
+        recorded = mem.thread(session, last=args.runs + 10)
+    if len(recorded) != args.runs:
+        raise SystemExit(f"expected {args.runs} turns of the session, found {len(recorded)}")
+    print(f"whole process, {args.runs} prompts of one session, no daemon (ms):")
+    for event, values in times.items():
+        print(
+            f"  {event:17} p50 {statistics.median(values):6.1f}  p95 {pct(values, 0.95):6.1f}"
+            f"  max {max(values):6.1f}  (n={len(values)})"
+        )
+    print(
+        f"pack: chars p50 {statistics.median(sizes):.0f} p95 {pct(sizes, 0.95):.0f} "
+        f"max {max(sizes)} (cap 9000); tokens max {max(tokens)} (budget 1500)"
+    )
+    print(f"turns recorded by Stop: {len(recorded)} of {args.runs}, each once")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,332 @@
+"""``memdir hook AGENT EVENT``: one handler for every hook of Claude Code and Codex.
+
+It reads the event's JSON on stdin and answers on stdout in the agent's protocol (both agents
+take ``{"hookSpecificOutput": {"hookEventName": EVENT, "additionalContext": TEXT}}``):
+
+- ``SessionStart``: the context pack of the session's thread with no keywords (the snapshot,
+  the routers, the user's recent turns, and on resume or compact this session's own turns);
+- ``UserPromptSubmit``: the context pack (mode one) for thread = the session id, user = the
+  user (``MEMDIR_USER``, else the OS user), keywords = the prompt's content words;
+  the prompt is spooled too;
+- ``PostToolUse``: the event appended to the session's spool, nothing more;
+- ``Stop``, ``SubagentStop``, ``SessionEnd``, ``PreCompact``: the transcript's turns not yet
+  recorded are recorded (:mod:`memdir.agents.record`); Stop records the turn just finished,
+  the others only turns already over. SessionEnd then removes the session's spool.
+
+A pack is never over its budget (default 1,500 tokens) and never over 9,000 characters
+(Claude Code cuts hook output over 10,000 characters down to a short preview).
+
+A hook never breaks the agent: whatever fails, the handler exits 0 with nothing on stdout or
+stderr, and writes one line to ``.memdir/hooks.log`` of the store (:func:`run`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import io
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import AGENTS, spool
+
+if TYPE_CHECKING:
+    from ..service import Memory
+    from .transcripts import Transcript
+
+DEFAULT_BUDGET = 1500
+MAX_CHARS = 9000
+MAX_KEYWORDS = 12
+MAX_KEYWORD_CHARS = 40
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
+RECORD_EVENTS = ("Stop", "SubagentStop", "SessionEnd", "PreCompact")
+EVENTS = (*CONTEXT_EVENTS, "PostToolUse", *RECORD_EVENTS)
+USER_ENV = "MEMDIR_USER"
+_WORD = re.compile(r"[^\W_][\w'-]*[^\W_]", re.UNICODE)
+
+
+class HookError(Exception):
+    """A hook's input that cannot be handled (logged, never shown to the agent)."""
+
+
+def run(
+    agent: str,
+    event: str,
+    stdin: bytes,
+    *,
+    root: str | None = None,
+    env: Mapping[str, str] | None = None,
+    budget: int = DEFAULT_BUDGET,
+    problems: list[str] | None = None,
+) -> str:
+    """Handle one hook call; the text for stdout ("" for none). Never raises: a failure,
+    and anything memdir would have printed on stderr, goes to ``.memdir/hooks.log``.
+    ``problems``: what was wrong with the command's arguments (logged; the call goes on
+    when agent and event are known)."""
+    env = os.environ if env is None else env
+    found: list[Path] = []
+    notes: list[str] = [f"usage: {p}" for p in problems or ()]
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured), _logging_to(captured):
+            out = handle(
+                agent, event, stdin, root=root, env=env, budget=budget, found=found, notes=notes
+            )
+    except Exception as exc:  # a hook must never fail the agent
+        explicit = root or env.get("MEMDIR_ROOT")
+        if explicit and not found:
+            found.append(Path(explicit).expanduser())
+        for note in notes:
+            _log(found, env, agent, event, note, io.StringIO())
+        _log(found, env, agent, event, f"error: {type(exc).__name__}: {exc}", captured)
+        return ""
+    for note in notes:
+        _log(found, env, agent, event, note, io.StringIO())
+    if captured.getvalue().strip():
+        _log(found, env, agent, event, "note", captured)
+    return out
+
+
+def handle(
+    agent: str,
+    event: str,
+    stdin: bytes,
+    *,
+    root: str | None = None,
+    env: Mapping[str, str] | None = None,
+    budget: int = DEFAULT_BUDGET,
+    found: list[Path] | None = None,
+    notes: list[str] | None = None,
+) -> str:
+    """Handle one hook call (raises on failure; :func:`run` is the entry point that does not).
+
+    ``found`` gets the store once it is known, ``notes`` what is worth a line in hooks.log
+    though nothing failed (a turn memdir refused and skipped)."""
+    from .locate import locate
+
+    env = os.environ if env is None else env
+    if agent not in AGENTS:
+        raise HookError(f"unknown agent {agent!r} (known: {', '.join(AGENTS)})")
+    payload = _payload(stdin)
+    if event not in EVENTS:
+        return ""  # an event this handler does not use: nothing to do, nothing to say
+    session = payload.get("session_id")
+    if not isinstance(session, str) or not session.strip():
+        raise HookError("the event has no session_id")
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+    store = locate(root, cwd=cwd, env=env)
+    if found is not None:
+        found.append(store)
+    if event == "PostToolUse":
+        spool.append(store, agent, session, payload)
+        return ""
+    if event == "UserPromptSubmit":
+        spool.append(store, agent, session, payload)
+    from ..service import Memory
+
+    with Memory.open(store) as mem:
+        if event in CONTEXT_EVENTS:
+            prompt = payload.get("prompt") if event == "UserPromptSubmit" else ""
+            text = pack_text(mem, session, user_of(env), str(prompt or ""), budget)
+            return _answer(event, text)
+        skipped = _record(mem, agent, event, session, payload, env)
+    if notes is not None:
+        notes.extend(f"skipped turn {key}: {why}" for key, why in skipped if "refused" in why)
+    if event == "SessionEnd":
+        spool.remove(store, agent, session)
+    return ""
+
+
+def _payload(stdin: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(stdin or b"{}")
+    except ValueError as exc:
+        raise HookError(f"stdin is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise HookError("stdin is not a JSON object")
+    return value
+
+
+def user_of(env: Mapping[str, str]) -> str:
+    """The user turns are recorded for: ``MEMDIR_USER``, else the OS user ("" if neither)."""
+    name = env.get(USER_ENV, "").strip()
+    if not name:
+        with contextlib.suppress(Exception):
+            name = getpass.getuser()
+    return name if name and "/" not in name and "\\" not in name and name.isprintable() else ""
+
+
+def keywords_of(prompt: str, most: int = MAX_KEYWORDS) -> list[str]:
+    """The prompt's content words: lower case, stopwords and short words left out, in order."""
+    from ..engine.terms import STOPWORDS
+
+    out: list[str] = []
+    for word in _WORD.findall(prompt.lower()):
+        if not 3 <= len(word) <= MAX_KEYWORD_CHARS or word in STOPWORDS or word.isdigit():
+            continue  # a pasted hash or blob is no keyword (and too long for one)
+        if word in out:
+            continue
+        out.append(word)
+        if len(out) == most:
+            break
+    return out
+
+
+def pack_text(mem: Memory, thread: str, user: str, prompt: str, budget: int) -> str:
+    """The pack for a hook: within ``budget`` tokens and :data:`MAX_CHARS` characters."""
+    pack = mem.context(thread, user=user, keywords=keywords_of(prompt), budget=budget)
+    return clip(pack.text)
+
+
+def clip(text: str, most: int = MAX_CHARS) -> str:
+    """``text`` cut to ``most`` characters: before the last item that does not fit whole,
+    or, when that would leave less than half, at the last line end that fits."""
+    if len(text) <= most:
+        return text
+    cut = text.rfind("\n## ", 0, most)
+    if cut < most // 2:
+        cut = text.rfind("\n", 0, most)
+    return text[:cut].rstrip() if cut > 0 else text[:most]
+
+
+def _answer(event: str, text: str) -> str:
+    if not text.strip():
+        return ""
+    body = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+    return json.dumps(body, ensure_ascii=False)
+
+
+def _record(
+    mem: Memory,
+    agent: str,
+    event: str,
+    session: str,
+    payload: dict[str, Any],
+    env: Mapping[str, str],
+) -> list[tuple[str, str]]:
+    from . import transcripts
+    from .record import OPEN, OVER, record_transcript
+
+    stop = event == "Stop"
+    last = payload.get("last_assistant_message") if stop else None
+    path = payload.get("transcript_path")
+    with spool.session_lock(mem.root, agent, session):
+        # Only the transcript's tail from the first turn not recorded yet is read again.
+        start, prompts, previous = _resume(spool.load_state(mem.root, agent, session), path)
+        try:
+            if not isinstance(path, str) or not path:
+                raise OSError("the event names no transcript")
+            transcript = transcripts.read(path, agent, session, start=start, prompts=prompts)
+        except OSError:
+            if not stop:
+                return []
+            # No transcript to read: what the hooks spooled still makes the turn.
+            transcript = from_spool(spool.read(mem.root, agent, session), agent, session)
+            path = None
+        outcome = record_transcript(
+            mem,
+            transcript,
+            user=user_of(env),
+            last_output=last if isinstance(last, str) else None,
+            last=OVER if event in ("Stop", "SessionEnd") else OPEN,
+            previous=previous,
+        )
+        if path is not None:
+            left = outcome.left
+            state = {
+                "transcript": path,
+                "offset": transcript.end if left is None else left.start,
+                "prompts": prompts
+                + (len(transcript.turns) if left is None else transcript.turns.index(left)),
+                "previous": outcome.previous,
+            }
+            spool.save_state(mem.root, agent, session, state)
+        if event == "Stop" and outcome.left is None:
+            # Every turn so far is recorded: what was spooled for them is not needed.
+            spool.clear(mem.root, agent, session)
+    return outcome.skipped
+
+
+def _resume(state: dict[str, Any], path: object) -> tuple[int, int, str | None]:
+    """Where to start reading ``path`` again: (byte offset, prompts before it, the turn
+    before it), from the session's state when it is about this transcript and still holds
+    (the file is at least that long and a line begins there); else from the start."""
+    offset, prompts, previous = state.get("offset"), state.get("prompts"), state.get("previous")
+    if (
+        state.get("transcript") != path
+        or not isinstance(path, str)
+        or not isinstance(offset, int)
+        or not isinstance(prompts, int)
+        or offset <= 0
+        or prompts < 0
+        or (previous is not None and not isinstance(previous, str))
+    ):
+        return 0, 0, None
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset - 1)
+            if handle.read(1) != b"\n":
+                return 0, 0, None
+    except OSError:
+        return 0, 0, None
+    return offset, prompts, previous
+
+
+def from_spool(events: list[dict[str, Any]], agent: str, session: str) -> Transcript:
+    """Turns from the spool: each spooled prompt, then the tool calls spooled after it."""
+    from .transcripts import Transcript, Turn
+
+    turns: list[Turn] = []
+    for event in events:
+        name = event.get("hook_event_name")
+        if name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
+            key = event.get("prompt_id") or event.get("turn_id") or f"#{len(turns) + 1}"
+            turns.append(Turn(f"spool:{key}", event["prompt"], 0))
+        elif name == "PostToolUse" and turns:
+            line = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+            turns[-1].worklog.append(line.encode("utf-8") + b"\n")
+            turns[-1].tool_calls += 1
+    return Transcript(agent, session, turns)
+
+
+@contextlib.contextmanager
+def _logging_to(stream: io.StringIO) -> Iterator[None]:
+    """memdir's log records (a git commit retried, an index repaired) go to ``stream``."""
+    handler = logging.StreamHandler(stream)
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("memdir")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def _log(
+    found: list[Path],
+    env: Mapping[str, str],
+    agent: str,
+    event: str,
+    what: str,
+    captured: io.StringIO,
+) -> None:
+    """One line in the store's ``.memdir/hooks.log`` (the user store's, or the temp folder's,
+    when no store was found)."""
+    from .locate import user_store
+
+    extra = captured.getvalue().strip()
+    line = f"{agent} {event} {what}" + (f" | {extra}" if extra else "")
+    candidates = [*(p / ".memdir" for p in found), user_store(env) / ".memdir"]
+    for folder in candidates:
+        if folder.is_dir():
+            with contextlib.suppress(OSError):
+                spool.log_failure(folder, line)
+                return
+    with contextlib.suppress(OSError):
+        spool.log_failure(Path(tempfile.gettempdir()) / "memdir-hooks", line)
