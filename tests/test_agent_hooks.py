@@ -202,6 +202,7 @@ def test_stop_records_the_turn_its_work_log_and_its_parents(
             thread="other", input="the staging password rule", output="rotate monthly"
         )
         opened = mem.record_turn(thread="other", input="the deploy runbook", output="see ops")
+        mem.write("wiki/ops/deploys.md", "# Deploys\n")
     session = ClaudeSession(home, tmp_path / "proj")
     session.prompt("deploy the api")
     session.tool("Bash", {"command": "make deploy"}, "deployed", say="Deploying.")
@@ -215,6 +216,8 @@ def test_stop_records_the_turn_its_work_log_and_its_parents(
     session.tool("mcp__memdir__turn_show", {"turn_id": shown.id}, json.dumps({"id": shown.id}))
     session.tool("mcp__plugin_memdir_memdir__read", {"path": opened.path}, "# runbook")
     session.tool("mcp__memdir__read", {"path": "wiki/ops/deploys.md"}, "# Deploys")
+    session.tool("mcp__memdir__read", {"path": "wiki/ops/missing.md"}, "not found")
+    session.tool("mcp__memdir__read", {"path": "../outside.md"}, "refused")
     session.tool("Bash", {"command": f"memdir --root /x turn show {opened.id} | head"}, "ok")
     session.reply("Rotate it monthly.")
     rc, out, err = finish(hook_process(env, "claude-code", "Stop", session.payload("Stop")))
@@ -226,13 +229,14 @@ def test_stop_records_the_turn_its_work_log_and_its_parents(
         assert [r.input for r in mine] == ["deploy the api", "and the staging password?"]
         assert [r.output for r in mine] == ["Deployed.", "Rotate it monthly."]
         assert mine[0].id == first and mine[0].parents == ()
-        assert list(mine[1].parents) == [first, shown.id, opened.id]
+        # The turns it read, then the documents that exist (a missing one is no parent).
+        assert list(mine[1].parents) == [first, shown.id, opened.id, "wiki/ops/deploys.md"]
         assert {r.user for r in mine} == {"ana"} and {r.channel for r in mine} == {"claude-code"}
         assert mine[1].created == session.prompts[1][1].strftime("%Y-%m-%dT%H:%M:%S.000Z")
         # The work log: this turn's tool calls and results, the transcript's lines as written.
         assert mem.turn_worklog(mine[0].id) == b"".join(session.worklogs[0])
         assert mem.turn_worklog(mine[1].id) == b"".join(session.worklogs[1])
-        assert mine[1].extra["tool_calls"] == 8
+        assert mine[1].extra["tool_calls"] == 12
 
 
 def test_a_stop_that_fires_twice_records_once(

@@ -8,7 +8,9 @@ file; a turn whose record exists is not written again. Its fields:
 - thread: the session id; channel: the agent (``claude-code``, ``codex``); user: the user;
 - input, output, the work log: :class:`memdir.agents.transcripts.Turn`;
 - parents: the previous turn of the session (when recorded), then every turn the agent read
-  through memdir during the turn (:meth:`Turn.read_turns`) that the store holds.
+  through memdir during the turn (:meth:`Turn.read_turns`) that the store holds, then every
+  document it read that way (:meth:`Turn.read_documents`: an article, an episode, a source)
+  that is a markdown file of the store in its own name.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..doc.ids import derived_id
-from ..doc.turnrecord import MAX_PARENTS, turn_path
+from ..doc.turnrecord import MAX_PARENTS, parent_path, turn_path
 from ..errors import MemdirError
 from .transcripts import Transcript, Turn
 
@@ -121,7 +123,23 @@ def _parents(mem: Memory, previous: str | None, turn: Turn, ident: str) -> list[
     for ref in turn.read_turns():
         if ref not in found and ref != ident and mem.store.exists(turn_path(ref)):
             found.append(ref)
+    for ref in turn.read_documents():
+        rel = _document(mem, ref)
+        if rel is not None and rel not in found:
+            found.append(rel)
     return found[:MAX_PARENTS]
+
+
+def _document(mem: Memory, ref: str) -> str | None:
+    """``ref`` as a document parent: its normal path when it names a markdown file of the
+    store in its own name (as :meth:`memdir.Memory.record_turn` accepts), else None."""
+    try:
+        rel = parent_path(ref)
+        if mem.store.exists(rel) and mem.store.resolve(rel)[0] == rel:
+            return rel
+    except MemdirError:  # outside the store, a private folder, not a .md file
+        pass
+    return None
 
 
 def _record(
