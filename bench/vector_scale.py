@@ -189,7 +189,7 @@ def build_turns(root: Path, turns: int, seed: int) -> Any:
 
 
 def embed_run(root: Path, turns: int, seed: int) -> dict[str, Any]:
-    from memdir.retrieval.verbs import ProgressPrinter
+    from memdir.cli.common import ProgressPrinter
 
     mem = build_turns(root, turns, seed)
     mem.sync(force=True)  # open() already walked the empty store

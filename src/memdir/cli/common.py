@@ -6,9 +6,10 @@ import json
 import os
 import stat
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -100,3 +101,24 @@ root_flag = click.option(
     default=None,
     help="The store (default: --root of memdir, MEMDIR_ROOT, or found by walking up).",
 )
+
+
+class ProgressPrinter:
+    """A plain ``label n/total`` counter on a stream, for jobs of ``min_total`` or more."""
+
+    def __init__(self, label: str, stream: IO[str] | None = None, min_total: int = 200) -> None:
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.min_total = min_total
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.min_total:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.5:
+            return
+        self._last = now
+        end = "\n" if done >= total else "\r"
+        self.stream.write(f"{self.label} {done}/{total}{end}")
+        self.stream.flush()

@@ -55,7 +55,7 @@ def search_cmd(
 
     Example: memdir search "deploy rollback" --kind semantic --limit 5 --mode hybrid
     """
-    from ..retrieval.verbs import ProgressPrinter
+    from .common import ProgressPrinter
 
     with memory(ctx, root) as mem:
         effective, note = mem.search_mode(mode)

@@ -165,7 +165,7 @@ def reindex_cmd(ctx: click.Context, full: bool, vectors: bool, root: str | None)
 
     Example: memdir reindex --full; memdir reindex --vectors
     """
-    from ..retrieval.verbs import ProgressPrinter
+    from .common import ProgressPrinter
 
     with memory(ctx, root, sync=False) as mem:
         stats = mem.reindex(full=full)

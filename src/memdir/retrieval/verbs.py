@@ -11,13 +11,12 @@ returned, whatever the mode, unless ``include_superseded`` is asked for.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..doc.text import lone_surrogate
 from ..errors import (
@@ -57,27 +56,6 @@ INLINE_BYTES_PER_DOC = 1000
 # Hybrid search: after this many results, the best hit of each thread not yet shown comes first.
 DIVERSIFY_AFTER = 5
 Progress = Callable[[int, int], None]
-
-
-class ProgressPrinter:
-    """A plain ``label n/total`` counter on a stream, for jobs of ``min_total`` or more."""
-
-    def __init__(self, label: str, stream: IO[str] | None = None, min_total: int = 200) -> None:
-        self.label = label
-        self.stream = stream if stream is not None else sys.stderr
-        self.min_total = min_total
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        if total < self.min_total:
-            return
-        now = time.monotonic()
-        if done < total and now - self._last < 0.5:
-            return
-        self._last = now
-        end = "\n" if done >= total else "\r"
-        self.stream.write(f"{self.label} {done}/{total}{end}")
-        self.stream.flush()
 
 
 _pool: ThreadPoolExecutor | None = None
