@@ -211,3 +211,16 @@ def test_test_files_are_named_after_what_they_test() -> None:
         p.name for p in TESTS.glob("*.py") if "review" in p.name or "followup" in p.name
     ]
     assert named_after_a_round == []
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """A module past this size holds more than one concern: split it by what it owns."""
+    long = {
+        str(path.relative_to(SRC)): n
+        for path in SRC.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
