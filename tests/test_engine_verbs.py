@@ -14,6 +14,7 @@ import pytest
 from http_server import ServiceHandler, fake_service
 from memdir import __version__
 from memdir.doc import frontmatter
+from memdir.engine import reflect as reflect_module
 from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput, InvalidQuery
 from memdir.files.store import Store
 from memdir.service import Memory
@@ -405,3 +406,30 @@ def test_bundle_add_list_remove_through_the_cli(eng: Memory) -> None:
     program_text = (eng.root / "PROGRAM.md").read_text()
     assert "cycling" not in program_text and "kitchen" in program_text
     assert (eng.root / "wiki/cycling/index.md").is_file()  # articles and folders stay on disk
+
+
+def test_reflect_records_the_episodes_it_distilled_as_merged(eng: Memory) -> None:
+    """Distilled experience episodes are merged into LESSONS.md: they stop counting as
+    unmerged in the memory report, and a later reflect keeps each entry as written."""
+    from datetime import timedelta
+
+    for n in range(2):
+        eng.episode_add(
+            kind="signal", situation=f"asked for grams {n}", insights=["Use metric units."]
+        )
+    eng.reflect()
+    assert "merged-from" not in frontmatter.parse((eng.root / "LESSONS.md").read_text()).fm
+    unmerged = {e.path for e in eng.memory_report().unmerged}
+    signals = {p for p in unmerged if p.startswith("episodes/signal/")}
+    assert len(signals) == 2
+    later = reflect_module.now_utc() + timedelta(days=30)
+    distilled = eng.reflect(now=later)["distilled"]
+    assert distilled
+    merged = frontmatter.parse((eng.root / "LESSONS.md").read_text()).fm["merged-from"]
+    assert {m["path"] for m in merged} == set(distilled) and all(
+        m["type"] == "episode" for m in merged
+    )
+    assert not set(distilled) & {e.path for e in eng.memory_report().unmerged}
+    eng.reflect(now=later + timedelta(days=1))
+    again = frontmatter.parse((eng.root / "LESSONS.md").read_text()).fm["merged-from"]
+    assert all(m in again for m in merged)  # as first written, dates included

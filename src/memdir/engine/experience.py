@@ -229,7 +229,8 @@ class Experience:
             )
         gone = {e.path for e in stamped}
         live = [dataclasses.replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
-        batch.write("LESSONS.md", reflect.render_lessons(lessons))
+        merged = _distilled_entries(self._root / "LESSONS.md", live, moment)
+        batch.write("LESSONS.md", reflect.render_lessons(lessons, merged_from=merged))
         recent = sorted(
             (e for e in live if not e.distilled), key=lambda e: e.timestamp, reverse=True
         )
@@ -252,3 +253,23 @@ class Experience:
             "snapshot_tokens": count_tokens(snapshot),
             "snapshot_cap": prog.snapshot.token_cap,
         }
+
+
+def _distilled_entries(
+    lessons_file: Path, episodes: list[reflect.Episode], moment: datetime
+) -> list[dict[str, Any]]:
+    """``merged-from`` of LESSONS.md: every distilled episode, each entry kept as it was
+    first written (its date says when it was distilled), new ones dated ``moment``."""
+    known: dict[str, dict[str, Any]] = {}
+    if lessons_file.is_file():
+        parsed = frontmatter.parse(lessons_file.read_text(encoding="utf-8", errors="replace"))
+        items = parsed.fm.get("merged-from") if parsed.has_block and not parsed.error else None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("path"), str):
+                known[item["path"]] = item
+    stamp = reflect.rfc3339(moment)
+    out = []
+    for ep in sorted((e for e in episodes if e.distilled), key=lambda e: e.path):
+        entry = {"type": "episode", "id": ep.episode_id, "path": ep.path, "date": stamp}
+        out.append(known.get(ep.path, entry))
+    return out

@@ -197,9 +197,16 @@ def to_distill(lessons: Iterable[Lesson], now: datetime, age_days: int) -> list[
     return [e for p, e in sorted(out.items()) if p not in live]
 
 
-def render_lessons(lessons: Sequence[Lesson], max_citations: int = 8) -> str:
-    """LESSONS.md: each lesson with its support and links to its episodes."""
-    fm = {"type": "lessons", "memory_kind": "semantic", "title": "Lessons"}
+def render_lessons(
+    lessons: Sequence[Lesson],
+    max_citations: int = 8,
+    merged_from: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """LESSONS.md: each lesson with its support and links to its episodes; ``merged_from``
+    names the episodes reflection distilled into it (so the memory report counts them)."""
+    fm: dict[str, Any] = {"type": "lessons", "memory_kind": "semantic", "title": "Lessons"}
+    if merged_from:
+        fm["merged-from"] = [dict(item) for item in merged_from]
     lines = ["# Lessons", ""]
     if not lessons:
         lines.append("No lessons yet: `memdir reflect` merges the insights of episodes here.")
