@@ -15,6 +15,7 @@ from http_server import ServiceHandler, fake_service
 from memdir import __version__
 from memdir.doc import frontmatter
 from memdir.engine import reflect as reflect_module
+from memdir.engine import runs as runs_module
 from memdir.errors import HarnessChanged, InvalidDocument, InvalidInput, InvalidQuery
 from memdir.files.store import Store
 from memdir.service import Memory
@@ -433,3 +434,57 @@ def test_reflect_records_the_episodes_it_distilled_as_merged(eng: Memory) -> Non
     eng.reflect(now=later + timedelta(days=1))
     again = frontmatter.parse((eng.root / "LESSONS.md").read_text()).fm["merged-from"]
     assert all(m in again for m in merged)  # as first written, dates included
+
+
+def operational(eng: Memory) -> list[Path]:
+    return sorted((eng.root / "episodes/operational").rglob("*.md"))
+
+
+def test_a_run_that_did_nothing_writes_no_episode(eng: Memory) -> None:
+    """Operational episodes say what happened; an empty consolidate or an idle reflect
+    leaves only its runs.tsv row."""
+    eng.ingest([("bread.md", BREAD)])
+    eng.consolidate()
+    made = operational(eng)
+    assert any("operational-consolidate" in p.name for p in made)
+    text = next(p for p in made if "operational-consolidate" in p.name).read_text()
+    assert "consolidate: 1 article(s) filed, 0 quarantined" in text and "drift" in text
+    rows = len(runs_module.history(eng.root))
+    eng.consolidate()
+    eng.reflect()
+    assert operational(eng) == made
+    assert len(runs_module.history(eng.root)) > rows  # the runs are still logged
+
+
+def test_an_outcome_follows_from_what_the_run_did(eng: Memory) -> None:
+    off_topic = ("vat.md", "The quarterly VAT return is due a month after the quarter ends.\n")
+    eng.ingest([off_topic])
+    eng.consolidate()
+    [episode] = [p for p in operational(eng) if "operational-consolidate" in p.name]
+    fm = frontmatter.parse(episode.read_text()).fm
+    assert fm["outcome"] == "failure"  # nothing filed, one source quarantined
+    body = episode.read_text()
+    assert "widen the scope of" in body and "quarantined inbox/" in body
+
+
+def test_the_snapshot_says_each_recent_thing_once() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2026, 12, 1, tzinfo=UTC)
+    same = [
+        reflect_module.Episode(
+            f"episodes/operational/e{n}.md", f"e{n}", "operational", start + timedelta(hours=n),
+            "consolidate: 0 article(s) filed, 1 quarantined", "failure", (),
+        )
+        for n in range(4)
+    ]  # fmt: skip
+    other = reflect_module.Episode(
+        "episodes/signal/s.md", "s", "signal", start, "user asked for grams", "success", ()
+    )
+    text = reflect_module.render_snapshot(
+        identity="me", lessons=[], recent=[*reversed(same), other], decisions=[], cap=1500,
+        count=len, max_recent=5,
+    )  # fmt: skip
+    recent = text.split("## Recent")[1].split("##")[0]
+    assert recent.count("consolidate: 0 article(s) filed") == 1 and "4 times" in recent
+    assert "user asked for grams" in recent

@@ -184,14 +184,20 @@ class Experience:
         batch = files.Batch(self.store, self.index)
         with batch.all_or_nothing("reflect"):
             result = self.reflect_into(batch, now=now)
-            self.record_operational(
-                batch,
-                "reflect",
-                situation=f"reflect over {result['episodes']} episode(s)",
-                actions=[f"{result['lessons']} lessons", f"{len(result['distilled'])} distilled"],
-                outcome="success",
-                insights=["Reflection keeps the snapshot within its cap."],
-            )
+            if result["distilled"] or result["lessons_changed"]:
+                # A reflect that changed nothing leaves its runs.tsv row and no episode.
+                self.record_operational(
+                    batch,
+                    "reflect",
+                    situation=(
+                        f"reflect: {result['lessons']} lesson(s) from {result['episodes']} "
+                        f"episode(s), {len(result['distilled'])} distilled"
+                    ),
+                    actions=[f"distilled {p}" for p in result["distilled"][:20]]
+                    + [f"snapshot {result['snapshot_tokens']}/{result['snapshot_cap']} tokens"],
+                    outcome="success",
+                    insights=_reflect_insights(result),
+                )
             batch.log_run(
                 "reflect",
                 "ok",
@@ -230,7 +236,10 @@ class Experience:
         gone = {e.path for e in stamped}
         live = [dataclasses.replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
         merged = _distilled_entries(self._root / "LESSONS.md", live, moment)
-        batch.write("LESSONS.md", reflect.render_lessons(lessons, merged_from=merged))
+        lessons_text = reflect.render_lessons(lessons, merged_from=merged)
+        lessons_file = self._root / "LESSONS.md"
+        before = lessons_file.read_text(encoding="utf-8") if lessons_file.is_file() else None
+        batch.write("LESSONS.md", lessons_text)
         recent = sorted(
             (e for e in live if not e.distilled), key=lambda e: e.timestamp, reverse=True
         )
@@ -252,6 +261,7 @@ class Experience:
             "distilled": sorted(gone),
             "snapshot_tokens": count_tokens(snapshot),
             "snapshot_cap": prog.snapshot.token_cap,
+            "lessons_changed": before != lessons_text,
         }
 
 
@@ -273,3 +283,13 @@ def _distilled_entries(
         entry = {"type": "episode", "id": ep.episode_id, "path": ep.path, "date": stamp}
         out.append(known.get(ep.path, entry))
     return out
+
+
+def _reflect_insights(result: dict[str, Any]) -> list[str]:
+    """Only what the figures say: a snapshot filled to its cap leaves lessons out."""
+    if result["snapshot_tokens"] >= 0.9 * result["snapshot_cap"]:
+        return [
+            "The snapshot is filled to its cap, so some lessons and recent episodes are left "
+            "out: raise the snapshot token_cap in PROGRAM.md or let more episodes distil."
+        ]
+    return []

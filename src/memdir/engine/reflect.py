@@ -228,6 +228,27 @@ def _clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
+def _distinct_recent(recent: Sequence[Episode], limit: int) -> list[str]:
+    """One line per distinct situation, newest first: ten runs that did the same thing are
+    one line with their count, so the lines left say different things."""
+    lines: list[str] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for e in recent:
+        key = (e.kind, " ".join(e.situation.split()).lower(), e.outcome)
+        if key in seen:
+            seen[key] += 1
+            continue
+        if len(seen) == limit:
+            continue  # counting the repeats of lines already taken
+        seen[key] = 1
+        lines.append(f"{e.timestamp.strftime('%Y-%m-%d')} {e.kind}: {_clip(e.situation, 120)}")
+    counts = list(seen.values())
+    return [
+        f"- {line} ({outcome}{f', {n} times' if n > 1 else ''})"
+        for line, n, outcome in zip(lines, counts, (k[2] for k in seen), strict=True)
+    ]
+
+
 def render_snapshot(
     *,
     identity: str,
@@ -243,11 +264,7 @@ def render_snapshot(
     """SNAPSHOT.md within ``cap`` tokens, as counted by ``count``."""
     parts: dict[str, list[str]] = {
         "lessons": [f"- {_clip(lesson.text)}" for lesson in lessons[:max_lessons]],
-        "recent": [
-            f"- {e.timestamp.strftime('%Y-%m-%d')} {e.kind}: {_clip(e.situation, 120)} "
-            f"({e.outcome})"
-            for e in recent[:max_recent]
-        ],
+        "recent": _distinct_recent(recent, max_recent),
         "decisions": [f"- {_clip(e.situation, 120)}" for e in decisions[:max_decisions]],
     }
     ident = _clip(identity, 600)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -337,16 +338,17 @@ class KnowledgeEngine:
             }
             status = "ok" if not outcome.skipped else "partial"
             batch.log_run("consolidate", status, notes)
-            self.experience.record_operational(
-                batch,
-                "consolidate",
-                situation=f"consolidate {len(outcome.articles)} article(s) from the inbox",
-                actions=[f"filed {p}" for p in outcome.articles[:20]]
-                + [f"quarantined {q['source']}: {q['reason']}" for q in outcome.quarantined],
-                outcome="success" if status == "ok" else "partial",
-                insights=self._consolidate_insights(outcome),
-            )
             audit = self._refine_into(batch, label_run=True)
+            if outcome.articles or outcome.quarantined or outcome.skipped or folded.turns:
+                # A run that did nothing leaves its runs.tsv row and no episode.
+                self.experience.record_operational(
+                    batch,
+                    "consolidate",
+                    situation=_consolidate_situation(outcome, folded.turns),
+                    actions=_consolidate_actions(outcome, folded, audit),
+                    outcome=_consolidate_outcome(outcome, folded.turns),
+                    insights=_consolidate_insights(outcome, audit),
+                )
             reflected = self.experience.reflect_into(batch)
             self.sync()
         message = (
@@ -368,22 +370,6 @@ class KnowledgeEngine:
             "reflect": reflected,
             "commit": message,
         }
-
-    @staticmethod
-    def _consolidate_insights(outcome: consolidating.Outcome) -> list[str]:
-        insights = []
-        if outcome.quarantined:
-            insights.append(
-                "Sources that fit no bundle scope are quarantined; review quarantine/ and widen a "
-                "scope or add a bundle."
-            )
-        if any("fallback" in n for n in outcome.notes):
-            insights.append("The model writer failed and the extractive writer filled in.")
-        if outcome.articles:
-            insights.append("Consolidation files one cited article per source and bundle.")
-        return insights or ["The inbox was empty: nothing to consolidate."]
-
-    # -- refine --------------------------------------------------------------------------
 
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""
@@ -517,3 +503,60 @@ def _supported(why: dict[str, Any]) -> bool:
     if why.get("bm25_rank") is not None or why.get("mode", "bm25") == "bm25":
         return True
     return float(why.get("vector_score") or 0.0) >= TIER2_MIN_COSINE
+
+
+def _consolidate_situation(outcome: consolidating.Outcome, turns: int) -> str:
+    done = [
+        f"{len(outcome.articles)} article(s) filed",
+        f"{len(outcome.quarantined)} quarantined",
+    ]
+    if outcome.skipped:
+        done.append(f"{len(outcome.skipped)} skipped")
+    if turns:
+        done.append(f"{turns} turn(s) folded")
+    return "consolidate: " + ", ".join(done)
+
+
+def _consolidate_outcome(outcome: consolidating.Outcome, turns: int) -> str:
+    """success when every source was filed, partial when some were not, failure when none
+    was and something was waiting."""
+    filed = bool(outcome.articles) or turns > 0
+    missed = bool(outcome.quarantined) or bool(outcome.skipped)
+    if not missed:
+        return "success"
+    return "partial" if filed else "failure"
+
+
+def _consolidate_actions(
+    outcome: consolidating.Outcome, folded: threads.Folded, audit: dict[str, Any]
+) -> list[str]:
+    actions = [f"filed {p}" for p in outcome.articles[:20]]
+    actions += [f"quarantined {q['source']}: {q['reason']}" for q in outcome.quarantined[:20]]
+    actions += [f"skipped {s}" for s in outcome.skipped[:20]]
+    actions += [f"folded turns into {p}" for p in folded.pages[:20]]
+    before = audit.get("previous")
+    actions.append(f"drift {before if before is not None else '-'} -> {audit['drift']}")
+    return actions
+
+
+_BEST = re.compile(r"best was '([^']+)'")
+
+
+def _consolidate_insights(outcome: consolidating.Outcome, audit: dict[str, Any]) -> list[str]:
+    """What the run's facts teach, worded so that the same lesson recurs across runs (a
+    lesson merges insights with the same words)."""
+    insights = []
+    for bundle in sorted(
+        {m.group(1) for q in outcome.quarantined if (m := _BEST.search(q["reason"]))}
+    ):
+        insights.append(
+            f"Sources nearest to bundle {bundle} still fit no scope: widen the scope of {bundle} "
+            "or add a bundle for them."
+        )
+    if any("fallback" in n for n in outcome.notes):
+        insights.append("The model writer failed and the extractive writer filled in.")
+    if outcome.skipped:
+        insights.append("Sources whose frontmatter does not parse stay in the inbox: fix them.")
+    if int(audit.get("delta") or 0) > 0:
+        insights.append("Drift rose after consolidating: run refine and read its defects.")
+    return insights
