@@ -488,3 +488,18 @@ def test_the_snapshot_says_each_recent_thing_once() -> None:
     recent = text.split("## Recent")[1].split("##")[0]
     assert recent.count("consolidate: 0 article(s) filed") == 1 and "4 times" in recent
     assert "user asked for grams" in recent
+
+
+def test_the_experience_router_lists_the_kinds_recorded(eng: Memory) -> None:
+    """episodes/index.md, the second router: each kind with its count and latest episode;
+    the context pack offers it, and the memory report does not count it as an episode."""
+    eng.episode_add(kind="signal", situation="user asked for grams", insights=["Use grams."])
+    eng.record_turn(thread="t", input="hello", output="hi")
+    eng.reflect()
+    router = (eng.root / "episodes/index.md").read_text()
+    assert "- [Signal](signal/): 1 episode(s)" in router and "user asked for grams" in router
+    assert "- [Turns](turns/): 1 turn record(s)" in router
+    assert "- [Life](life/): 0 episode(s)" in router
+    assert "episodes/index.md" not in {e.path for e in eng.memory_report().episodic_files}
+    pack = eng.context("t", budget=4000)
+    assert any(i.kind == "router" and i.path == "episodes/index.md" for i in pack.items)

@@ -35,6 +35,13 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     refining = lazy.module("memdir.engine.refine")
     terms = lazy.module("memdir.engine.terms")
 
+# The second router: the kinds of experience recorded (the wiki's index.md is the first).
+ROUTER = "episodes/index.md"
+KINDS = (
+    ("operational", "Operational", "the engine's own runs"),
+    ("life", "Life", "what happened to the user or the agent"),
+    ("signal", "Signal", "what the user asked for or corrected"),
+)
 RECALL_LESSONS = 10
 RECALL_EPISODES = 3
 EXPERIENCE_FOLDERS = ("episodes/operational/", "episodes/life/", "episodes/signal/")
@@ -214,6 +221,9 @@ class Experience:
         self.sync()
         return result
 
+    def _turn_count(self) -> int:
+        return sum(1 for _ in files.markdown_under(self._root, "episodes/turns"))
+
     def reflect_into(self, batch: files.Batch, *, now: datetime | None = None) -> dict[str, Any]:
         moment = now or reflect.now_utc()
         prog = self.program()
@@ -255,6 +265,7 @@ class Experience:
             max_recent=prog.snapshot.recent_episodes,
         )
         batch.write("SNAPSHOT.md", snapshot)
+        batch.write(ROUTER, render_router(live, len(lessons), self._turn_count()))
         return {
             "episodes": len(episodes),
             "lessons": len(lessons),
@@ -293,3 +304,21 @@ def _reflect_insights(result: dict[str, Any]) -> list[str]:
             "out: raise the snapshot token_cap in PROGRAM.md or let more episodes distil."
         ]
     return []
+
+
+def render_router(episodes: Sequence[reflect.Episode], lessons: int, turns: int) -> str:
+    """episodes/index.md: each kind of experience with its count and its latest episode
+    (a router: the context pack offers it beside the wiki's; not itself an episode)."""
+    lines = ["# Experience", "", "The kinds of experience this memory records.", ""]
+    for kind, title, what in KINDS:
+        mine = sorted((e for e in episodes if e.kind == kind), key=lambda e: e.timestamp)
+        line = f"- [{title}]({kind}/): {len(mine)} episode(s), {what}"
+        if mine:
+            last = mine[-1]
+            situation = " ".join(last.situation.split())[:120]
+            line += f"; latest {last.timestamp:%Y-%m-%d}: {situation} ({last.outcome})"
+        lines.append(line)
+    lines.append(f"- [Turns](turns/): {turns} turn record(s), the agent's own interactions")
+    lines.append(f"- [Lessons](../LESSONS.md): {lessons} lesson(s) drawn from the episodes")
+    fm = {"type": "router", "memory_kind": "semantic", "title": "Experience"}
+    return frontmatter.render(fm, "\n".join(lines) + "\n")
