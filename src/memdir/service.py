@@ -366,6 +366,17 @@ class Memory:
             plan=plan, apply=apply, limit=limit, actor=actor, turns=turns
         )
 
+    def quarantine_list(self) -> list[dict[str, Any]]:
+        """The quarantined sources, oldest first, with the reason and the routing scores."""
+        return self.engine.quarantine_list()
+
+    def quarantine_release(
+        self, path: str, *, bundle: str, topic: str | None = None, actor: str | None = None
+    ) -> dict[str, Any]:
+        """Move a quarantined source back to the inbox naming ``bundle`` (and ``topic``), so
+        the next consolidate files it there."""
+        return self.engine.quarantine_release(path, bundle=bundle, topic=topic, actor=actor)
+
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""
         return self.engine.refine(label=label)

@@ -37,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("memdir.cli.engine:bundle_group", "Bundles: add, list, remove."),
     "ingest": ("memdir.cli.engine:ingest_cmd", "Place raw sources in inbox/ for consolidation."),
     "consolidate": ("memdir.cli.engine:consolidate_cmd", "Inbox sources to cited articles."),
+    "quarantine": (
+        "memdir.cli.engine:quarantine_group",
+        "Sources no bundle took: list, release into a bundle.",
+    ),
     "query": ("memdir.cli.engine:query_cmd", "Tiered recall: snapshot, index walk, search."),
     "refine": ("memdir.cli.engine:refine_cmd", "Audit drift and OKF conformance."),
     "evaluate": ("memdir.cli.engine:evaluate_cmd", "Run evals/questions.yaml: hit@k, MRR."),

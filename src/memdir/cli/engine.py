@@ -335,3 +335,62 @@ def harness_accept_cmd(ctx: click.Context, root: str | None) -> None:
     """
     with memory(ctx, root) as mem:
         click.echo(json.dumps(mem.harness_accept(), indent=2))
+
+
+@click.group("quarantine")
+def quarantine_group() -> None:
+    """The sources consolidate could not file, and releasing one into a bundle.
+
+    Example: memdir quarantine release quarantine/x-notes.md --bundle kitchen
+    """
+
+
+@quarantine_group.command("list")
+@as_json_flag
+@root_flag
+@click.pass_context
+def quarantine_list_cmd(ctx: click.Context, as_json: bool, root: str | None) -> None:
+    """List quarantined sources, oldest first, with the reason and the routing scores.
+
+    Example: memdir quarantine list --json
+    """
+    with memory(ctx, root) as mem:
+        found = mem.quarantine_list()
+    if as_json:
+        echo_json(found)
+        return
+    if not found:
+        click.echo("quarantine/ is empty")
+    for entry in found:
+        scores = ", ".join(f"{b} {s:.2f}" for b, s in sorted(entry["scores"].items()))
+        click.echo(f"{entry['path']}: {entry['reason']}" + (f" [{scores}]" if scores else ""))
+
+
+@quarantine_group.command("release")
+@click.argument("path")
+@click.option("--bundle", required=True, help="The bundle the source belongs to.")
+@click.option("--topic", help="The topic inside the bundle (default: picked as usual).")
+@click.option("--actor", help="Who releases it (the commit's author).")
+@as_json_flag
+@root_flag
+@click.pass_context
+def quarantine_release_cmd(
+    ctx: click.Context,
+    path: str,
+    bundle: str,
+    topic: str | None,
+    actor: str | None,
+    as_json: bool,
+    root: str | None,
+) -> None:
+    """Move a quarantined source back to inbox/, naming its bundle; the next consolidate
+    files it there.
+
+    Example: memdir quarantine release quarantine/x-notes.md --bundle kitchen --topic bread
+    """
+    with memory(ctx, root) as mem:
+        done = mem.quarantine_release(path, bundle=bundle, topic=topic, actor=actor)
+    if as_json:
+        echo_json(done)
+        return
+    click.echo(f"released {done['from']} to {done['path']} (bundle {done['bundle']})")

@@ -192,13 +192,13 @@ def quarantine(batch: Batch, src: Source, reason: str, scores: Mapping[str, floa
             )
         )
     )
-    rel = _free_path(batch.store.root, "quarantine/" + src.path.split("/", 1)[1])
+    rel = free_path(batch.store.root, "quarantine/" + src.path.split("/", 1)[1])
     batch.write(rel, new)
     batch.delete(src.path)
     return rel
 
 
-def _free_path(root: Path, rel: str) -> str:
+def free_path(root: Path, rel: str) -> str:
     """``rel``, or ``<stem>-2.md``, ``-3`` ... when a file is there already.
 
     Two inbox files of the same name (dropped in by hand, one after the other) must not

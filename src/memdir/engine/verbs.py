@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from . import consolidate as consolidating
     from . import evaluate as evaluating
     from . import files, harness, program, reflect, runs, terms, threads, wiki
+    from . import quarantine as quarantining
     from . import query as querying
     from . import refine as refining
     from . import writer as writing
@@ -37,6 +38,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     consolidating = lazy.module("memdir.engine.consolidate")
     evaluating = lazy.module("memdir.engine.evaluate")
     querying = lazy.module("memdir.engine.query")
+    quarantining = lazy.module("memdir.engine.quarantine")
     refining = lazy.module("memdir.engine.refine")
     files = lazy.module("memdir.engine.files")
     reflect = lazy.module("memdir.engine.reflect")
@@ -370,6 +372,34 @@ class KnowledgeEngine:
             "reflect": reflected,
             "commit": message,
         }
+
+    # -- quarantine ----------------------------------------------------------------------
+
+    def quarantine_list(self) -> list[dict[str, Any]]:
+        """The quarantined sources, oldest first, with the reason and the routing scores."""
+        return [e.to_dict() for e in quarantining.entries(self._root)]
+
+    def quarantine_release(
+        self, path: str, *, bundle: str, topic: str | None = None, actor: str | None = None
+    ) -> dict[str, Any]:
+        """Move a quarantined source back to the inbox naming ``bundle`` (and ``topic``), so
+        the next consolidate files it there."""
+        self._harness(writing=True)
+        check_bundle_exists([b.name for b in self.program().bundles], bundle)
+        if topic is not None:
+            topic = terms.slugify(one_line("topic", topic, max_chars=200))
+        who = actor_name(actor) if actor and actor.strip() else ACTOR
+        batch = files.Batch(self.store, self.index)
+        with batch.all_or_nothing("quarantine release"):
+            target = quarantining.release(batch, self._root, path, bundle, topic)
+            batch.log_run(
+                "quarantine-release", "ok", {"source": target, "bundle": bundle, "topic": topic}
+            )
+        batch.commit(f"quarantine release {path} to {bundle}", actor=who)
+        self.sync()
+        return {"from": path, "path": target, "bundle": bundle, "topic": topic}
+
+    # -- refine --------------------------------------------------------------------------
 
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""

@@ -45,6 +45,12 @@ class ConsolidateBody(StrictBody):
     )
 
 
+class ReleaseBody(StrictBody):
+    path: str = Field(max_length=4000, description="The quarantined source (quarantine/...).")
+    bundle: str = Field(max_length=200, description="The bundle it belongs to.")
+    topic: str | None = Field(default=None, max_length=200)
+
+
 class RefineBody(StrictBody):
     label: str | None = Field(default=None, max_length=200)
 
@@ -74,6 +80,24 @@ def ingest(
     principal.check_path("inbox/")
     items = [(s.name, s.content) for s in body.sources]
     return mem.ingest(items, actor=actor, provenance=prov)
+
+
+@router.get("/v1/quarantine")
+def quarantine_list(mem: Mem, principal: Reader) -> Any:
+    """The sources consolidate could not file, oldest first, with reasons and scores."""
+    principal.require_unconfined("the quarantine list")
+    return mem.quarantine_list()
+
+
+@router.post("/v1/quarantine/release")
+def quarantine_release(
+    body: ReleaseBody, mem: Mem, principal: Writer, x_actor: ActorHeader = None
+) -> Any:
+    """Move a quarantined source back to inbox/ naming its bundle (filed at the next
+    consolidate)."""
+    principal.require_unconfined("quarantine release")
+    actor = check_actor(x_actor, principal)
+    return mem.quarantine_release(body.path, bundle=body.bundle, topic=body.topic, actor=actor)
 
 
 @router.post("/v1/consolidate/plan")
