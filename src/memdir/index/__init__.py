@@ -510,7 +510,7 @@ class Index:
             rows = conn.execute("SELECT path, id FROM docs").fetchall()
             kept = {str(path): int(doc_id) for path, doc_id in rows}
             # Bulk load: the secondary indexes are built once at the end (one sort each)
-            # instead of row by row (100k files: 65 s -> see docs/benchmarks.md).
+            # instead of row by row (100k files: 65 s -> 49 s, docs/experiments.md).
             later = conn.execute(
                 "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
                 "AND tbl_name IN ('docs', 'links', 'turn_edges') AND sql IS NOT NULL"

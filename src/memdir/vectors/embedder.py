@@ -321,7 +321,7 @@ class MiniLMEmbedder(Embedder):
 # Tokens (rows x padded width) in one batch of documents. Attention holds rows x width^2
 # values per head, so a batch of 32 full windows peaked at 700 MB; at 4096 tokens a batch
 # of long chunks is 16 rows, one of short turns stays at ``batch_size`` rows, and both
-# embed as fast (docs/benchmarks.md, "Embedding batches").
+# embed as fast (docs/experiments.md, "Sixth session").
 BATCH_TOKENS = 2048
 
 
