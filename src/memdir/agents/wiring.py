@@ -42,9 +42,13 @@ SERVER_NAME = "memdir"
 
 
 def memdir_command(explicit: str | None = None) -> list[str]:
-    """The words that run memdir: ``explicit`` split as a shell would, else the absolute
-    ``memdir`` beside this Python, else this Python with ``-m memdir``."""
+    """The words that run memdir: ``explicit`` (a file's path, or else a command line split
+    as a shell would), else the absolute ``memdir`` beside this Python, else this Python
+    with ``-m memdir``."""
     if explicit is not None and explicit.strip():
+        given = Path(explicit).expanduser()
+        if given.is_file():
+            return [str(given.absolute())]
         return shlex.split(explicit)
     script = Path(sys.executable).with_name("memdir")
     if script.is_file() and os.access(script, os.X_OK):
