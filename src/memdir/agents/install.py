@@ -479,6 +479,8 @@ def _save_state(env: Mapping[str, str], record: dict[str, dict[str, Any]]) -> No
     path = state_file(env)
     if not record:
         path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            path.parent.rmdir()  # memdir's own folder, when nothing else is in it
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, (json.dumps({"files": record}, indent=2) + "\n").encode())
