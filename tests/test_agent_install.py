@@ -369,3 +369,21 @@ def test_project_and_user_together_are_refused(tmp_path: Path, env: dict[str, st
     assert done.returncode != 0 and b"not both" in done.stderr
     pinned = agent(env, "install", "claude-code", "--root", str(tmp_path / "nope"))
     assert pinned.returncode != 0 and b"is not a memdir store" in pinned.stderr
+
+
+def test_doctor_fails_before_install_and_runs_the_wired_commands_after(
+    tmp_path: Path, env: dict[str, str], store_root: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    before = agent(env, "doctor", "claude-code", "--project", str(project))
+    assert before.returncode == 1 and b"FAIL no memdir hooks in" in before.stdout
+    script = memdir_script(tmp_path / "bin")
+    args = ["--project", str(project), "--root", str(store_root), "--memdir", str(script)]
+    assert agent(env, "install", "claude-code", *args).returncode == 0
+    after = agent(env, "doctor", "claude-code", "--project", str(project))
+    out = after.stdout.decode()
+    assert after.returncode == 0, out
+    assert "ok   the SessionStart hook answered" in out
+    assert "ok   the MCP server 'memdir' initialized" in out
+    assert f"store {store_root.resolve()}" in out

@@ -169,7 +169,7 @@ def _pinned(store: Path | None) -> Path | None:
 
 @click.group("agent")
 def agent_group() -> None:
-    """Wire memdir into Claude Code or Codex: plugin, install, uninstall (docs/agents.md)."""
+    """Wire memdir into Claude Code or Codex: install, uninstall, doctor (docs/agents.md)."""
 
 
 @agent_group.command("plugin")
@@ -292,3 +292,25 @@ def where_cmd(ctx: click.Context, store: Path | None) -> None:
     from ..agents.locate import locate
 
     click.echo(str(locate(str(store) if store else root_option(ctx, None))))
+
+
+@agent_group.command("doctor")
+@click.argument("agent", type=_AGENT)
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Check this project's config instead of the user's.",
+)
+def agent_doctor_cmd(agent: str, project: Path | None) -> None:
+    """Check that memdir is wired into AGENT and works: its hooks and MCP server run for real.
+
+    Exits 1 when a check fails. Example: memdir agent doctor claude-code
+    """
+    from ..agents.doctor import diagnose
+
+    checks = diagnose(agent, _scope(project, False))
+    for check in checks:
+        click.echo(check.line())
+    if not all(check.ok for check in checks):
+        raise SystemExit(1)
