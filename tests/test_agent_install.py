@@ -387,3 +387,18 @@ def test_doctor_fails_before_install_and_runs_the_wired_commands_after(
     assert "ok   the SessionStart hook answered" in out
     assert "ok   the MCP server 'memdir' initialized" in out
     assert f"store {store_root.resolve()}" in out
+
+
+def test_a_settings_file_that_is_a_symlink_stays_one(tmp_path: Path, env: dict[str, str]) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "claude-settings.json"
+    real.write_bytes(SETTINGS)
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    link = project / ".claude" / "settings.json"
+    link.symlink_to(real)
+    assert agent(env, "install", "claude-code", "--project", str(project)).returncode == 0
+    assert link.is_symlink() and memdir_hooks(json.loads(real.read_bytes()), "claude-code")
+    assert agent(env, "uninstall", "claude-code", "--project", str(project)).returncode == 0
+    assert link.is_symlink() and real.read_bytes() == SETTINGS

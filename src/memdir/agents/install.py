@@ -421,7 +421,11 @@ def _make_parents(folder: Path) -> list[str]:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` so that a crash leaves the old or the new file, keeping its mode."""
+    """Write ``path`` so that a crash leaves the old or the new file, keeping its mode.
+
+    A symlink (settings kept in a dotfiles repository) is written through, not replaced."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     try:
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
