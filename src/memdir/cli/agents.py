@@ -169,7 +169,10 @@ def _pinned(store: Path | None) -> Path | None:
 
 @click.group("agent")
 def agent_group() -> None:
-    """Wire memdir into Claude Code or Codex: install, uninstall, doctor (docs/agents.md)."""
+    """Wire memdir into Claude Code or Codex: install, uninstall, doctor (docs/agents.md).
+
+    Example: memdir agent install claude-code && memdir agent doctor claude-code
+    """
 
 
 @agent_group.command("plugin")
