@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "context": ("memdir.cli.turns:context_cmd", "Mode one: the context pack for a turn."),
     "hook": ("memdir.cli.agents:hook_cmd", "Handle an agent's hook event (Claude Code, Codex)."),
     "import": ("memdir.cli.agents:import_cmd", "Record the turns of an agent's past sessions."),
+    "agent": ("memdir.cli.agents:agent_group", "Wire memdir into Claude Code or Codex."),
 }
 
 
