@@ -11,6 +11,7 @@ ones. The full-size runs behind docs/benchmarks.md (each takes minutes to an hou
     python bench/vector_scale.py --docs 100000 --queries 200
     python bench/server_load.py --clients 16 --seconds 60
     python bench/reindex_load.py --readers 4 --seconds 60 --docs 2000
+    python bench/stores.py --stores 100
     python bench/sync.py --turns 1000
     python bench/locomo.py --data locomo10-dev.json --audit errors.json --mode hybrid
 
@@ -39,6 +40,7 @@ QUICK: dict[str, list[str]] = {
     "vector_scale.py": ["--docs", "2000", "--queries", "20"],
     "server_load.py": ["--clients", "2", "--seconds", "5"],
     "reindex_load.py": ["--readers", "2", "--seconds", "5", "--docs", "300"],
+    "stores.py": ["--stores", "6", "--notes", "3", "--max-open", "3", "--rounds", "1"],
     "sync.py": ["--turns", "100"],
 }
 

@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("memdir.http.command:serve_cmd", "Serve the HTTP API and MCP over HTTP (/mcp)."),
     "mcp": ("memdir.mcp.command:mcp_cmd", "Serve MCP over stdio for agent clients."),
     "token": ("memdir.cli.server:token_group", "Create, list and revoke bearer tokens."),
+    "store": ("memdir.cli.stores:store_group", "The stores of a server of many stores."),
     "turn": ("memdir.cli.turns:turn_group", "Turn records and their DAG."),
     "context": ("memdir.cli.turns:context_cmd", "Mode one: the context pack for a turn."),
     "hook": ("memdir.cli.agents:hook_cmd", "Handle an agent's hook event (Claude Code, Codex)."),
