@@ -210,18 +210,22 @@ def test_serve_with_store_flags(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stderr.decode().startswith("error: store name")
 
 
-def test_store_list(tmp_path: Path) -> None:
-    make_stores(tmp_path, "alpha")
-    (tmp_path / "plain").mkdir()
-    config = tmp_path / "server.toml"
-    config.write_text('[stores]\nalpha = "alpha"\nplain = "plain"\ngone = "gone"\n')
-    out = subprocess.run(
+def store_list(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "memdir", "store", "list", "--stores-config", str(config)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_store_list(tmp_path: Path) -> None:
+    make_stores(tmp_path, "alpha")
+    (tmp_path / "plain").mkdir()
+    config = tmp_path / "server.toml"
+    config.write_text('[stores]\nalpha = "alpha"\nplain = "plain"\ngone = "gone"\n')
+    out = store_list(config)
     assert out.returncode == 0, out.stderr
     rows = [line.split("\t") for line in out.stdout.splitlines()]
     assert [(r[0], r[2]) for r in rows] == [
@@ -230,11 +234,5 @@ def test_store_list(tmp_path: Path) -> None:
         ("plain", "not a store"),
     ]
     config.write_text("[stores\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "memdir", "store", "list", "--stores-config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = store_list(config)
     assert out.returncode == 2 and out.stderr.startswith("error: ")

@@ -22,7 +22,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,7 @@ import anyio.abc
 
 from ..errors import ConfigError
 from ..files.catalogue import Catalogue
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from .serving import ASGIApp, Message, Receive, Scope, Send, _send_json
 
 log = logging.getLogger("memdir.http")
 
@@ -247,7 +242,4 @@ def _error(code: str, message: str) -> dict[str, Any]:
 
 
 async def _json(send: Send, status: int, body: Mapping[str, Any]) -> None:
-    data = json.dumps(body).encode()
-    headers = [(b"content-length", str(len(data)).encode()), (b"content-type", b"application/json")]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": data})
+    await _send_json(send, status, json.dumps(body).encode())
