@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reindex": ("memdir.cli.store:reindex_cmd", "Bring the index in step, or rebuild it."),
     "doctor": ("memdir.cli.store:doctor_cmd", "Compare the index with the files."),
     "watch": ("memdir.cli.store:watch_cmd", "Keep the index in step as files change (Linux)."),
-    "bundle": ("memdir.cli.engine:bundle_group", "Bundles: add, list, remove."),
+    "bundle": ("memdir.cli.engine:bundle_group", "Bundles: add, list, remove, publish, audit."),
     "ingest": ("memdir.cli.engine:ingest_cmd", "Place raw sources in inbox/ for consolidation."),
     "consolidate": ("memdir.cli.engine:consolidate_cmd", "Inbox sources to cited articles."),
     "quarantine": (

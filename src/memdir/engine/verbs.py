@@ -174,6 +174,12 @@ class KnowledgeEngine:
         self.sync()
         return {"bundle": name, "articles_kept": kept}
 
+    def bundle_publish(self, name: str, to: str) -> dict[str, Any]:
+        """The bundle as a standalone OKF v0.2 repository at ``to`` (engine/publish.py)."""
+        from . import publish
+
+        return publish.bundle(self.store, wiki.bundle_names(self._root, self.program()), name, to)
+
     # -- ingest --------------------------------------------------------------------------
 
     def ingest(
