@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from . import consolidate as consolidating
     from . import evaluate as evaluating
-    from . import files, harness, program, reflect, runs, terms, threads, wiki
+    from . import files, harness, program, reflect, runepisode, runs, terms, threads, wiki
     from . import quarantine as quarantining
     from . import query as querying
     from . import refine as refining
@@ -42,6 +41,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     refining = lazy.module("memdir.engine.refine")
     files = lazy.module("memdir.engine.files")
     reflect = lazy.module("memdir.engine.reflect")
+    runepisode = lazy.module("memdir.engine.runepisode")
     runs = lazy.module("memdir.engine.runs")
     terms = lazy.module("memdir.engine.terms")
     threads = lazy.module("memdir.engine.threads")
@@ -352,10 +352,10 @@ class KnowledgeEngine:
                 self.experience.record_operational(
                     batch,
                     "consolidate",
-                    situation=_consolidate_situation(outcome, folded.turns),
-                    actions=_consolidate_actions(outcome, folded, audit),
-                    outcome=_consolidate_outcome(outcome, folded.turns),
-                    insights=_consolidate_insights(outcome, audit),
+                    situation=runepisode.situation(outcome, folded.turns),
+                    actions=runepisode.actions(outcome, folded, audit),
+                    outcome=runepisode.outcome(outcome, folded.turns),
+                    insights=runepisode.insights(outcome, audit),
                 )
             reflected = self.experience.reflect_into(batch)
             self.sync()
@@ -539,60 +539,3 @@ def _supported(why: dict[str, Any]) -> bool:
     if why.get("bm25_rank") is not None or why.get("mode", "bm25") == "bm25":
         return True
     return float(why.get("vector_score") or 0.0) >= TIER2_MIN_COSINE
-
-
-def _consolidate_situation(outcome: consolidating.Outcome, turns: int) -> str:
-    done = [
-        f"{len(outcome.articles)} article(s) filed",
-        f"{len(outcome.quarantined)} quarantined",
-    ]
-    if outcome.skipped:
-        done.append(f"{len(outcome.skipped)} skipped")
-    if turns:
-        done.append(f"{turns} turn(s) folded")
-    return "consolidate: " + ", ".join(done)
-
-
-def _consolidate_outcome(outcome: consolidating.Outcome, turns: int) -> str:
-    """success when every source was filed, partial when some were not, failure when none
-    was and something was waiting."""
-    filed = bool(outcome.articles) or turns > 0
-    missed = bool(outcome.quarantined) or bool(outcome.skipped)
-    if not missed:
-        return "success"
-    return "partial" if filed else "failure"
-
-
-def _consolidate_actions(
-    outcome: consolidating.Outcome, folded: threads.Folded, audit: dict[str, Any]
-) -> list[str]:
-    actions = [f"filed {p}" for p in outcome.articles[:20]]
-    actions += [f"quarantined {q['source']}: {q['reason']}" for q in outcome.quarantined[:20]]
-    actions += [f"skipped {s}" for s in outcome.skipped[:20]]
-    actions += [f"folded turns into {p}" for p in folded.pages[:20]]
-    before = audit.get("previous")
-    actions.append(f"drift {before if before is not None else '-'} -> {audit['drift']}")
-    return actions
-
-
-_BEST = re.compile(r"best was '([^']+)'")
-
-
-def _consolidate_insights(outcome: consolidating.Outcome, audit: dict[str, Any]) -> list[str]:
-    """What the run's facts teach, worded so that the same lesson recurs across runs (a
-    lesson merges insights with the same words)."""
-    insights = []
-    for bundle in sorted(
-        {m.group(1) for q in outcome.quarantined if (m := _BEST.search(q["reason"]))}
-    ):
-        insights.append(
-            f"Sources nearest to bundle {bundle} still fit no scope: widen the scope of {bundle} "
-            "or add a bundle for them."
-        )
-    if any("fallback" in n for n in outcome.notes):
-        insights.append("The model writer failed and the extractive writer filled in.")
-    if outcome.skipped:
-        insights.append("Sources whose frontmatter does not parse stay in the inbox: fix them.")
-    if int(audit.get("delta") or 0) > 0:
-        insights.append("Drift rose after consolidating: run refine and read its defects.")
-    return insights
