@@ -26,7 +26,18 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from . import consolidate as consolidating
     from . import evaluate as evaluating
-    from . import files, harness, program, reflect, runepisode, runs, terms, threads, wiki
+    from . import (
+        files,
+        harness,
+        program,
+        reflect,
+        runepisode,
+        runs,
+        terms,
+        threads,
+        turnfacts,
+        wiki,
+    )
     from . import quarantine as quarantining
     from . import query as querying
     from . import refine as refining
@@ -45,6 +56,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     runs = lazy.module("memdir.engine.runs")
     terms = lazy.module("memdir.engine.terms")
     threads = lazy.module("memdir.engine.threads")
+    turnfacts = lazy.module("memdir.engine.turnfacts")
     wiki = lazy.module("memdir.engine.wiki")
     writing = lazy.module("memdir.engine.writer")
 
@@ -290,16 +302,25 @@ class KnowledgeEngine:
         root = self._root
         lessons = self.experience.lessons()
         recall = self.experience.recaller(lessons)
-        if plan:
-            return consolidating.plan(root, prog, h, recall=recall)
+        turn_rels = (
+            threads.unmerged_turns(e.path for e in self.memory_report().unmerged)
+            if plan or fold_turns or apply is not None
+            else []
+        )
+        if plan:  # the packet lists sources and threads with unmerged turns alike
+            packet = consolidating.plan(root, prog, h, recall=recall)
+            return {**packet, "threads": turnfacts.plan_items(root, turn_rels)}
         who = (actor or "").strip() or ACTOR
         accepted: list[tuple[str, writing.WriteRequest, str]] = []
+        pages: dict[str, str] = {}
         if apply is not None:
             # Checked before the run starts: a refused packet is not a failed run.
             data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
             accepted = consolidating.validate_apply(
                 root, prog, h, data, check_file=self.store.check_document
             )
+            pages = turnfacts.agent_pages(root, data, turn_rels)
+            fold_turns = fold_turns or bool(pages)
         batch = files.Batch(self.store, self.index)
         # All or nothing: if any step fails (an article no write accepts, a provider that
         # raises, a full disk), every file is put back and the inbox stays as it was.
@@ -311,10 +332,9 @@ class KnowledgeEngine:
                     outcome.articles.append(rel)
                     outcome.bundles.add(request.bundle)
                 writer_name = "agent"
+                writer: writing.Writer = writing.ExtractiveWriter()
             else:
-                writer: writing.Writer = plugins.build(
-                    "writer", self.settings.engine.writer, self.settings
-                )
+                writer = plugins.build("writer", self.settings.engine.writer, self.settings)
                 writer_name = writer.name
                 outcome = consolidating.run(
                     batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
@@ -322,14 +342,11 @@ class KnowledgeEngine:
             outcome.lessons_recalled = len(lessons)
             folded = threads.Folded()
             if fold_turns:
-                unmerged = [e.path for e in self.memory_report().unmerged]
-                folded = threads.fold(
-                    batch,
-                    root,
-                    threads.unmerged_turns(unmerged),
-                    actor=who,
-                    date=reflect.rfc3339(reflect.now_utc()),
-                )
+                at = reflect.rfc3339(reflect.now_utc())
+                folded = threads.fold(batch, root, turn_rels, actor=who, date=at, pages=pages)
+                filing = turnfacts.Filing(prog, h, writer, who, at)
+                outcome.bundles |= turnfacts.file_threads(batch, root, folded, filing)
+                outcome.articles += folded.articles
             for bundle in sorted(outcome.bundles):
                 wiki.regenerate(batch, root, prog, bundle)
             wiki.regenerate_top(batch, root, prog)
