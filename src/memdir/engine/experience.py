@@ -24,6 +24,7 @@ from ..errors import InvalidDocument, InvalidInput
 if TYPE_CHECKING:
     from ..files.store import Store
     from ..index import Index
+    from ..settings import EmbeddingsSettings
     from . import consolidate as consolidating
     from . import files, harness, program, reflect, terms
     from . import refine as refining
@@ -63,12 +64,28 @@ class Experience:
         sync: Callable[..., object],
         program: Callable[[], program.Program],
         keyword_search: Callable[..., Any],
+        embeddings: EmbeddingsSettings | None = None,
     ) -> None:
         self.store = store
         self.index = index
         self.sync = sync
         self.program = program
         self.keyword_search = keyword_search
+        self.embeddings = embeddings
+
+    def likeness(self) -> reflect.Likeness:
+        """How lessons are merged: by meaning with the configured embedder, by words when
+        embeddings are off or their packages are missing."""
+        if self.embeddings is None or not self.embeddings.enabled:
+            return reflect.WORDS
+        from ..errors import ProviderError
+        from ..vectors.embedder import get_embedder
+
+        try:
+            embedder = get_embedder(self.embeddings)
+        except ProviderError:  # MissingExtra included: the lexical fallback, said so
+            return reflect.WORDS
+        return reflect.by_meaning(embedder.embed)
 
     @property
     def _root(self) -> Path:
@@ -235,7 +252,8 @@ class Experience:
                 )
                 if ep is not None:
                     episodes.append(ep)
-        lessons = reflect.lessons_from(episodes)
+        likeness = self.likeness()
+        lessons = reflect.lessons_from(episodes, likeness, [b.name for b in prog.bundles])
         stamped = reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days)
         for ep in stamped:
             # Through the batch, so a run that fails later puts the episode back too.
@@ -273,6 +291,7 @@ class Experience:
             "snapshot_tokens": count_tokens(snapshot),
             "snapshot_cap": prog.snapshot.token_cap,
             "lessons_changed": before != lessons_text,
+            "lessons_merged_by": likeness.name,
         }
 
 
@@ -298,10 +317,12 @@ def _distilled_entries(
 
 def _reflect_insights(result: dict[str, Any]) -> list[str]:
     """Only what the figures say: a snapshot filled to its cap leaves lessons out."""
-    if result["snapshot_tokens"] >= 0.9 * result["snapshot_cap"]:
+    used, cap = result["snapshot_tokens"], result["snapshot_cap"]
+    if used >= 0.9 * cap:
         return [
-            "The snapshot is filled to its cap, so some lessons and recent episodes are left "
-            "out: raise the snapshot token_cap in PROGRAM.md or let more episodes distil."
+            f"The snapshot uses {used} of its {cap} tokens with {result['lessons']} lesson(s) "
+            "to show, so some lessons and recent episodes are left out: raise the snapshot "
+            "token_cap in PROGRAM.md or let more episodes distil."
         ]
     return []
 

@@ -45,24 +45,54 @@ def actions(
     return actions
 
 
-_BEST = re.compile(r"best was '([^']+)'")
+_BEST = re.compile(r"best was '([^']+)' at ([0-9.]+)")
 
 
-def insights(outcome: consolidating.Outcome, audit: dict[str, Any]) -> list[str]:
-    """What the run's facts teach, worded so that the same lesson recurs across runs (a
-    lesson merges insights with the same words)."""
-    insights = []
-    for bundle in sorted(
-        {m.group(1) for q in outcome.quarantined if (m := _BEST.search(q["reason"]))}
-    ):
-        insights.append(
-            f"Sources nearest to bundle {bundle} still fit no scope: widen the scope of {bundle} "
-            "or add a bundle for them."
+def insights(
+    outcome: consolidating.Outcome,
+    audit: dict[str, Any],
+    folded: threads.Folded | None = None,
+) -> list[str]:
+    """What the run's facts teach, from those facts: which bundle the misfits were nearest
+    and how near, how many drafts fell back and why, which sources did not parse, how drift
+    moved and which defects it holds. The figures change from run to run; reflect merges
+    insights that say the same thing in other words into one lesson."""
+    found = []
+    nearest: dict[str, list[float]] = {}
+    for q in outcome.quarantined:
+        if m := _BEST.search(q["reason"]):
+            nearest.setdefault(m.group(1), []).append(float(m.group(2)))
+    for bundle, scores in sorted(nearest.items()):
+        found.append(
+            f"{len(scores)} source(s) nearest to bundle {bundle} (best score {max(scores):.2f}) "
+            f"fit no scope: widen the scope of {bundle} or add a bundle for them."
         )
-    if any("fallback" in n for n in outcome.notes):
-        insights.append("The model writer failed and the extractive writer filled in.")
+    fallbacks = [n for n in outcome.notes if "fallback" in n or "refused" in n]
+    if fallbacks:
+        found.append(
+            f"The model writer fell back to the extractive writer on {len(fallbacks)} "
+            f"source(s), first: {fallbacks[0][:160]}."
+        )
     if outcome.skipped:
-        insights.append("Sources whose frontmatter does not parse stay in the inbox: fix them.")
-    if int(audit.get("delta") or 0) > 0:
-        insights.append("Drift rose after consolidating: run refine and read its defects.")
-    return insights
+        first = outcome.skipped[0].split(":", 1)[0]
+        found.append(
+            f"{len(outcome.skipped)} source(s) stay in the inbox because their frontmatter "
+            f"does not parse (first: {first}): fix them."
+        )
+    delta = int(audit.get("delta") or 0)
+    if delta > 0:
+        parts = audit.get("components") or {}
+        kinds = ", ".join(
+            f"{name} {part['count']}" for name, part in sorted(parts.items()) if part.get("count")
+        )
+        found.append(
+            f"Drift rose from {audit.get('previous')} to {audit['drift']} after consolidating "
+            f"({kinds or 'no defect named'}): run refine and read its defects."
+        )
+    if folded is not None and folded.unrouted:
+        names = ", ".join(sorted({str(u["thread"]) for u in folded.unrouted})[:3])
+        found.append(
+            f"{len(folded.unrouted)} thread(s) fit no bundle scope ({names}): their facts stay "
+            "on their thread pages; add a bundle for them or widen a scope."
+        )
+    return found

@@ -94,7 +94,12 @@ class KnowledgeEngine:
         self.search = search
         self.memory_report = memory_report
         self.experience = Experience(
-            store, index, sync=sync, program=self.program, keyword_search=keyword_search
+            store,
+            index,
+            sync=sync,
+            program=self.program,
+            keyword_search=keyword_search,
+            embeddings=settings.embeddings,
         )
 
     # -- program and harness -------------------------------------------------------------
@@ -372,7 +377,7 @@ class KnowledgeEngine:
                     situation=runepisode.situation(outcome, folded.turns),
                     actions=runepisode.actions(outcome, folded, audit),
                     outcome=runepisode.outcome(outcome, folded.turns),
-                    insights=runepisode.insights(outcome, audit),
+                    insights=runepisode.insights(outcome, audit, folded),
                 )
             reflected = self.experience.reflect_into(batch)
             self.sync()
