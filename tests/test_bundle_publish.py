@@ -228,6 +228,18 @@ def test_a_folder_with_edits_of_its_own_is_refused(two: Memory, tmp_path: Path) 
     assert (folder / "index.md").read_text() == "# mine\n"
 
 
+def test_a_folder_on_another_branch_is_refused(two: Memory, tmp_path: Path) -> None:
+    folder = tmp_path / "kitchen"
+    two.bundle_publish("kitchen", str(folder))
+    git(folder, "checkout", "-q", "-b", "mine")
+    with pytest.raises(Conflict, match="another branch"):
+        two.bundle_publish("kitchen", str(folder))
+    git(folder, "checkout", "-q", "--detach")
+    with pytest.raises(Conflict, match="another branch"):
+        two.bundle_publish("kitchen", str(folder))
+    assert git(folder, "rev-parse", "mine") == git(folder, "rev-parse", "main")
+
+
 def test_a_publish_killed_before_its_checkout_is_finished(two: Memory, tmp_path: Path) -> None:
     folder = tmp_path / "kitchen"
     two.bundle_publish("kitchen", str(folder))

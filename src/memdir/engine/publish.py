@@ -51,7 +51,7 @@ def _git(cwd: Path, *args: str, stdin: bytes | None = None, check: bool = True) 
             ["git", "-C", str(cwd), "-c", "protocol.ext.allow=never", *args],
             input=stdin,
             capture_output=True,
-            env=identity_env("memdir"),
+            env={**identity_env("memdir"), "GIT_TERMINAL_PROMPT": "0"},  # never wait for a password
             check=False,
         )
     except FileNotFoundError:
@@ -375,6 +375,9 @@ def publish(store_root: Path, bundle: str, to: str) -> dict[str, Any]:
 def _publish_into(store: Path, bundle: str, target: Target) -> dict[str, Any]:
     repo = target.repo
     tip, since = _previous(repo, bundle, target.to)
+    head_ref = _git(repo, "symbolic-ref", "-q", "HEAD", check=False).strip()
+    if target.remote is None and tip and head_ref != BRANCH.encode():
+        raise Conflict(f"{target.to} has another branch checked out than main: refused")
     if target.remote is None and tip and _dirty(repo):
         # A publish killed between its import and its checkout left the branch moved: the
         # folder still matches the commit before, so the checkout is finished now.
