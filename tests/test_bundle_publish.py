@@ -285,3 +285,21 @@ def test_the_cli_publishes_and_reports(two: Memory, tmp_path: Path) -> None:
     assert again.returncode == 0 and b"0 new commit(s)" in again.stdout
     bad = run_cli("bundle", "publish", "../kitchen", "--to", str(remote), cwd=two.root)
     assert bad.returncode == 2 and bad.stderr.startswith(b"error:")
+
+
+def test_a_bundle_of_turn_facts_carries_its_thread_and_turns(tmp_path: Path) -> None:
+    mem = Memory.open(Store.init(tmp_path / "store"), overrides={"embeddings": {"enabled": False}})
+    mem.bundle_add("kitchen", "baking bread, sourdough starter, flour, yeast, oven")
+    turn = mem.record_turn(
+        thread="bread",
+        input="How often should I feed the sourdough starter?",
+        output="Feed the sourdough starter twice a day with flour and rye.",
+    )
+    assert mem.consolidate(turns=True)["turns"]["articles"]
+    remote = bare(tmp_path / "k.git")
+    mem.bundle_publish("kitchen", str(remote))
+    mem.close()
+    copy = clone(remote, tmp_path / "clone")
+    assert (copy / "threads" / "bread.md").is_file()
+    assert [p.name for p in copy.glob("episodes/turns/**/*.md")] == [f"{turn.id}.md"]
+    assert Memory.bundle_audit(copy) == []

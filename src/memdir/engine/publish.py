@@ -128,6 +128,7 @@ class _Reader:
     root: Path
     bundle: str
     refs: dict[str, list[okf.Reference]] = field(default_factory=dict)
+    links: dict[str, list[str]] = field(default_factory=dict)  # a source blob's link targets
 
     def snapshot(self, commit: str) -> Snapshot:
         prefix = f"wiki/{self.bundle}/"
@@ -155,6 +156,9 @@ class _Reader:
                     if item not in relations:
                         relations.append(item)
         carried = _tree(self.root, commit, *sorted(cited)) if cited else {}
+        linked = self._linked(carried) - set(carried)
+        if linked:  # what a carried source links to (a thread page's turn records) travels too
+            carried.update(_tree(self.root, commit, *sorted(linked)))
         clash = sorted(set(carried) & set(own))
         if clash:
             raise Conflict(
@@ -173,6 +177,21 @@ class _Reader:
         data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
         files = {**own, **carried, RELATIONS: ("100644", blob_id(data))}
         return Snapshot(files, data, carried=sorted(carried), cross=len(relations))
+
+    def _linked(self, carried: dict[str, tuple[str, str]]) -> set[str]:
+        """The store files the carried sources link to (one step, plain relative paths)."""
+        pages = {p: sha for p, (_, sha) in carried.items() if p.endswith(".md")}
+        fresh = [sha for sha in pages.values() if sha not in self.links]
+        for sha, blob in _cat(self.root, fresh).items():
+            parsed = frontmatter.parse(blob.decode("utf-8", "replace"))
+            self.links[sha] = [r.target for r in okf.references("", {}, parsed.body)]
+        found: set[str] = set()
+        for path, sha in pages.items():
+            for target in self.links.get(sha, []):
+                norm = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+                if carriable(norm):
+                    found.add(norm)
+        return found
 
 
 def carriable(resource: str) -> bool:
