@@ -76,7 +76,13 @@ def test_a_later_run_folds_only_the_new_turns(tmem: Memory) -> None:
     tmem.consolidate(turns=True)
     before = frontmatter.parse((tmem.root / "threads/bread.md").read_text()).fm["merged-from"]
     again = tmem.consolidate(turns=True)
-    assert again["turns"] == {"pages": [], "turns": 0, "skipped": []}
+    assert again["turns"] == {
+        "pages": [],
+        "turns": 0,
+        "skipped": [],
+        "articles": [],
+        "unrouted": [],
+    }
     third = tmem.record_turn(thread="bread", input="thanks", output="welcome", parents=[second])
     later = tmem.consolidate(turns=True)
     assert later["turns"]["pages"] == ["threads/bread.md"] and later["turns"]["turns"] == 1

@@ -318,3 +318,15 @@ def test_watch_syncs_at_once_then_after_each_quiet_commit(tmp_path: Path, remote
     assert [s["pushed"] >= 1 for s in said] == [True, True]  # type: ignore[index]
     pushed = git(remote, "ls-tree", "-r", "--name-only", "refs/heads/main")
     assert "notes/w1.md" in pushed and "notes/w2.md" in pushed
+
+
+def test_episode_names_are_unique_beyond_a_store_and_sort_by_time() -> None:
+    from memdir.doc import ids
+
+    morning, noon = 8 * 3_600_000, 12 * 3_600_000
+    day = 20_000 * 86_400_000  # a day, in ms since the epoch
+    tags = [ids.day_tag(day + morning + n) for n in range(50)] + [ids.day_tag(day + noon)]
+    assert tags == sorted(tags)  # one ms apart: the time part orders them
+    assert len(set(tags)) == len(tags)
+    assert ids.day_tag(day + morning)[:6] == ids.day_tag(2 * day + morning)[:6]  # per day
+    assert len({ids.day_tag(day + morning) for _ in range(200)}) > 150  # random part

@@ -344,6 +344,17 @@ class Memory:
         """Remove a bundle from PROGRAM.md (its articles stay on disk)."""
         return self.engine.bundle_remove(name)
 
+    def bundle_publish(self, name: str, to: str) -> dict[str, Any]:
+        """Publish a bundle as a standalone OKF v0.2 git repository (a folder or a remote)."""
+        return self.engine.bundle_publish(name, to)
+
+    @staticmethod
+    def bundle_audit(folder: str | Path) -> list[str]:
+        """The OKF v0.2 verdict of a published bundle folder on its own ([] is conformant)."""
+        from .engine.publish import audit_folder
+
+        return audit_folder(Path(folder).expanduser())
+
     def ingest(
         self,
         items: Sequence[tuple[str, bytes | str]],

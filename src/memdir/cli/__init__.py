@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("memdir.cli.store:doctor_cmd", "Compare the index with the files."),
     "watch": ("memdir.cli.store:watch_cmd", "Keep the index in step as files change (Linux)."),
     "sync": ("memdir.cli.sync:sync_group", "Sync the store with a git remote; its conflicts."),
-    "bundle": ("memdir.cli.engine:bundle_group", "Bundles: add, list, remove."),
+    "bundle": ("memdir.cli.engine:bundle_group", "Bundles: add, list, remove, publish, audit."),
     "ingest": ("memdir.cli.engine:ingest_cmd", "Place raw sources in inbox/ for consolidation."),
     "consolidate": ("memdir.cli.engine:consolidate_cmd", "Inbox sources to cited articles."),
     "quarantine": (

@@ -66,6 +66,16 @@ def bundle_remove_cmd(ctx: click.Context, name: str, root: str | None) -> None:
         echo_json(mem.bundle_remove(name))
 
 
+def _bundle_commands() -> None:
+    from .bundle import audit_cmd, publish_cmd
+
+    bundle_group.add_command(publish_cmd)
+    bundle_group.add_command(audit_cmd)
+
+
+_bundle_commands()
+
+
 @click.command("ingest")
 @click.argument("files", nargs=-1, required=True)
 @click.option("--provenance", help="type:id recorded in derived-from.")

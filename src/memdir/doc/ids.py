@@ -60,7 +60,16 @@ def derived_id(ms: int, key: str) -> str:
     return _encode(max(ms, 0) & ((1 << 48) - 1), 10) + _encode(digest, 16)
 
 
-def tag(length: int = 6) -> str:
-    """``length`` random base32 characters: what makes a name that carries a date or a slug
-    unique across machines (two stores synced over git name their episodes apart)."""
+
+def random_tag(length: int = 4) -> str:
+    """``length`` random base32 characters (a name's part that no other machine repeats)."""
     return _encode(int.from_bytes(os.urandom(8), "big"), length)
+
+
+def day_tag(now_ms: int | None = None) -> str:
+    """Nine base32 characters: the milliseconds since the UTC day began (six, so names of one
+    day sort in the order they were made), then three random ones. What makes a name that
+    carries a date or a slug unique beyond its store: two stores synced over git never name
+    their episodes alike."""
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    return _encode(ms % 86_400_000, 6) + random_tag(3)

@@ -24,6 +24,7 @@ from ..errors import InvalidDocument, InvalidInput
 if TYPE_CHECKING:
     from ..files.store import Store
     from ..index import Index
+    from ..settings import EmbeddingsSettings
     from . import consolidate as consolidating
     from . import files, harness, program, reflect, terms
     from . import refine as refining
@@ -63,12 +64,28 @@ class Experience:
         sync: Callable[..., object],
         program: Callable[[], program.Program],
         keyword_search: Callable[..., Any],
+        embeddings: EmbeddingsSettings | None = None,
     ) -> None:
         self.store = store
         self.index = index
         self.sync = sync
         self.program = program
         self.keyword_search = keyword_search
+        self.embeddings = embeddings
+
+    def likeness(self) -> reflect.Likeness:
+        """How lessons are merged: by meaning with the configured embedder, by words when
+        embeddings are off or their packages are missing."""
+        if self.embeddings is None or not self.embeddings.enabled:
+            return reflect.WORDS
+        from ..errors import ProviderError
+        from ..vectors.embedder import get_embedder
+
+        try:
+            embedder = get_embedder(self.embeddings)
+        except ProviderError:  # MissingExtra included: the lexical fallback, said so
+            return reflect.WORDS
+        return reflect.by_meaning(embedder.embed)
 
     @property
     def _root(self) -> Path:
@@ -111,7 +128,7 @@ class Experience:
     ) -> str:
         now = reflect.now_utc()
         stamp = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
-        eid = f"operational-{verb}-{stamp}-{ids.tag(4)}"
+        eid = f"operational-{verb}-{stamp}-{ids.random_tag(4)}"
         rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}.md"
         n = 2
         while (self._root / rel).exists():
@@ -163,8 +180,9 @@ class Experience:
         now = reflect.now_utc()
         # The tag makes the id unique beyond this store: stores synced over git never name
         # two episodes alike (memdir.files.sync relies on it).
-        signal = f"signal-{terms.slugify(slug or situation, 40)}-{ids.tag()}"
-        base = f"life-{now:%Y-%m-%d}-{ids.tag()}" if kind == "life" else signal
+        day = ids.day_tag(int(now.timestamp() * 1000))
+        signal = f"signal-{terms.slugify(slug or situation, 40)}-{day}"
+        base = f"life-{now:%Y-%m-%d}-{day}" if kind == "life" else signal
         eid, n = base, 2
         while list((self._root / "episodes" / kind).rglob(f"{eid}.md")):
             eid, n = f"{base}-{n}", n + 1
@@ -242,7 +260,8 @@ class Experience:
                 )
                 if ep is not None:
                     episodes.append(ep)
-        lessons = reflect.lessons_from(episodes)
+        likeness = self.likeness()
+        lessons = reflect.lessons_from(episodes, likeness, [b.name for b in prog.bundles])
         stamped = (
             reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days) if distill else []
         )
@@ -282,6 +301,7 @@ class Experience:
             "snapshot_tokens": count_tokens(snapshot),
             "snapshot_cap": prog.snapshot.token_cap,
             "lessons_changed": before != lessons_text,
+            "lessons_merged_by": likeness.name,
         }
 
 
@@ -307,10 +327,12 @@ def _distilled_entries(
 
 def _reflect_insights(result: dict[str, Any]) -> list[str]:
     """Only what the figures say: a snapshot filled to its cap leaves lessons out."""
-    if result["snapshot_tokens"] >= 0.9 * result["snapshot_cap"]:
+    used, cap = result["snapshot_tokens"], result["snapshot_cap"]
+    if used >= 0.9 * cap:
         return [
-            "The snapshot is filled to its cap, so some lessons and recent episodes are left "
-            "out: raise the snapshot token_cap in PROGRAM.md or let more episodes distil."
+            f"The snapshot uses {used} of its {cap} tokens with {result['lessons']} lesson(s) "
+            "to show, so some lessons and recent episodes are left out: raise the snapshot "
+            "token_cap in PROGRAM.md or let more episodes distil."
         ]
     return []
 

@@ -9,12 +9,14 @@ reserved structure, and the bundle-root ``index.md`` declares ``okf_version: "0.
 from __future__ import annotations
 
 import datetime as _dt
+import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote, unquote
 
-from ..doc import frontmatter
+from ..doc import frontmatter, links
 
 OKF_VERSION = "0.2"
 RESERVED = ("index.md", "log.md")
@@ -174,10 +176,91 @@ def check_log(text: str) -> list[str]:
     return problems
 
 
-def conformance(files: Mapping[str, str]) -> list[str]:
+@dataclass(frozen=True)
+class Reference:
+    """One cross-reference of a bundle file: what names another file.
+
+    ``kind`` is ``related`` (a frontmatter ``related`` entry, bundle-relative: ``/topic/x.md``,
+    or ``../<bundle>/topic/x.md`` for another bundle), ``link`` (a markdown link of the body,
+    relative to the file's folder), ``index`` (an index entry) or ``source`` (a
+    ``sources[].resource``, relative to the store root, or the repository root of a published
+    bundle). ``path`` is the target made bundle-relative and normalised: ``topic/x.md`` inside
+    the bundle, ``../<bundle>/topic/x.md`` in another bundle, None when it leaves the wiki
+    (``../../x``) or is absolute. For a ``source`` it is the resource, or None when the
+    resource is not a plain relative path.
+    """
+
+    file: str
+    kind: str
+    target: str
+    path: str | None
+
+    @property
+    def bundle(self) -> str | None:
+        """The other bundle a ``../<bundle>/...`` path names (None inside this bundle)."""
+        if self.kind == "source" or not self.path or not self.path.startswith("../"):
+            return None
+        return self.path.split("/")[1]
+
+
+def _bundle_path(folder: str, target: str) -> str | None:
+    joined = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+    path = posixpath.normpath(joined)
+    parts = path.split("/")
+    ups = len(parts) - len([p for p in parts if p != ".."])
+    if path in (".", "..") or ups > 1 or (ups == 1 and (parts[0] != ".." or len(parts) < 3)):
+        return None
+    if any(p in ("", ".") or p.startswith(".") for p in parts[ups:]):
+        return None  # a dot-folder (.git) or an empty segment is never a target
+    return path
+
+
+def plain_relative(path: str) -> bool:
+    """A path that stays where it is read: relative, no ``..``, no dot-folder, no backslash."""
+    parts = path.split("/")
+    return bool(path) and "\\" not in path and all(p and not p.startswith(".") for p in parts)
+
+
+def references(path: str, fm: Mapping[str, Any], body: str) -> list[Reference]:
+    """Every cross-reference of the bundle file ``path`` (bundle-relative)."""
+    folder = posixpath.dirname(path)
+    out: list[Reference] = []
+    related = fm.get("related")
+    for item in related if isinstance(related, list) else []:
+        if isinstance(item, str) and item.strip():
+            out.append(Reference(path, "related", item, _bundle_path("", item.strip())))
+    for link in links.extract(body):
+        if link.kind != "markdown" or link.external:
+            continue
+        target = link.target.split("#", 1)[0]
+        if target:
+            out.append(Reference(path, "link", target, _bundle_path(folder, target)))
+    sources = fm.get("sources")
+    for item in sources if isinstance(sources, list) else []:
+        resource = item.get("resource") if isinstance(item, dict) else None
+        if isinstance(resource, str) and resource.strip() and "://" not in resource:
+            value = resource.strip()
+            out.append(Reference(path, "source", value, value if plain_relative(value) else None))
+    return out
+
+
+def index_references(path: str, text: str) -> list[Reference]:
+    folder = posixpath.dirname(path)
+    return [
+        Reference(path, "index", e.url, _bundle_path(folder, e.path))
+        for e in entries(text)
+        if "://" not in e.url
+    ]
+
+
+def conformance(
+    files: Mapping[str, str], *, resolve: Callable[[Reference], bool] | None = None
+) -> list[str]:
     """OKF v0.2 violations of one bundle; ``files`` maps bundle-relative paths to text.
 
-    An empty list means the bundle is conformant.
+    With ``resolve``, every cross-reference (:func:`references`, index entries) is also
+    asked of it, and one that does not resolve is a violation: the verdict then says
+    whether the bundle stands on its own. An empty list means the bundle is conformant.
     """
     violations: list[str] = []
     if "index.md" not in files:
@@ -200,4 +283,16 @@ def conformance(files: Mapping[str, str]) -> list[str]:
                 violations.append(f"{path}: frontmatter does not parse ({parsed.error})")
             elif not isinstance(kind, str) or not kind.strip():
                 violations.append(f"{path}: frontmatter has no non-empty 'type'")
+        if resolve is None:
+            continue
+        if name == "index.md":
+            refs = index_references(path, text)
+        elif name == "log.md":
+            refs = []
+        else:
+            parsed = frontmatter.parse(text)
+            refs = references(path, parsed.fm if not parsed.error else {}, parsed.body)
+        for ref in refs:
+            if not resolve(ref):
+                violations.append(f"{path}: {ref.kind} '{ref.target}' does not resolve")
     return violations

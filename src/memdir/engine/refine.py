@@ -5,7 +5,7 @@ reported beside it."""
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,20 @@ def _resolve(src: str, target: str, root: Path) -> str | None:
     return posixpath.normpath(posixpath.join(posixpath.dirname(src), target))
 
 
+def _in_store(root: Path, bundle: str, ref: okf.Reference) -> bool:
+    """Whether a reference of ``wiki/<bundle>/`` names a file of the store."""
+    if ref.path is None:
+        return False
+    rel = ref.path if ref.kind == "source" else posixpath.normpath(f"wiki/{bundle}/{ref.path}")
+    return (root / rel).is_file() or (ref.kind in ("link", "index") and (root / rel).exists())
+
+
+def store_resolver(root: Path, bundle: str) -> Callable[[okf.Reference], bool]:
+    """How a bundle's cross-references resolve in the store: in its own folder, in another
+    bundle's (``../<bundle>/...``), and sources from the store root."""
+    return lambda ref: _in_store(root, bundle, ref)
+
+
 def audit(root: Path, program: Program, harness: Harness) -> Audit:
     result = Audit(defects={name: [] for name in harness.defects})
 
@@ -79,7 +93,7 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
             rel.split("/", 2)[2]: (root / rel).read_text(encoding="utf-8", errors="replace")
             for rel in markdown_under(root, f"wiki/{bundle}")
         }
-        result.okf[bundle] = okf.conformance(files)
+        result.okf[bundle] = okf.conformance(files, resolve=store_resolver(root, bundle))
         if f"wiki/{bundle}/index.md" not in top_urls:
             add("index_mismatch", f"index.md: bundle '{bundle}' is not listed")
         inbound: dict[str, set[str]] = {}
@@ -148,17 +162,9 @@ def audit(root: Path, program: Program, harness: Harness) -> Audit:
                 problems = ["no frontmatter"]
             for p in problems:
                 add("schema_violation", f"{src}: {p}")
-            for rel in (
-                parsed.fm.get("related") or [] if isinstance(parsed.fm.get("related"), list) else []
-            ):
-                if isinstance(rel, str) and rel.strip():
-                    dest = (
-                        _resolve(src, rel, root)
-                        if not rel.startswith("/")
-                        else posixpath.normpath(f"wiki/{bundle}{rel}")
-                    )
-                    if dest and not (root / dest).is_file():
-                        add("broken_link", f"{src}: related '{rel}' points at no file")
+            for ref in okf.references(rel_in_bundle, parsed.fm, ""):
+                if ref.kind == "related" and not _in_store(root, bundle, ref):
+                    add("broken_link", f"{src}: related '{ref.target}' points at no file")
             status = str(parsed.fm.get("memory_status", "")).strip().lower()
             if status == "contested" or parsed.fm.get("contradicts"):
                 result.contested.append(src)

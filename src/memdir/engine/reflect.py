@@ -2,8 +2,10 @@
 
 - An experience episode has ``kind`` operational | life | signal and the sections Situation,
   Actions, Outcome, Insights; each list item of ``## Insights`` is an insight.
-- Insights that say the same thing (same set of content terms) merge into one lesson, which
-  cites every episode that supports it.
+- Insights that say the same thing merge into one lesson, which cites every episode that
+  supports it: the same set of content terms always, and other words with the same meaning
+  when a :class:`Likeness` says so (cosine of the offline embedder's vectors, or, with
+  embeddings off, the overlap of content terms; thresholds calibrated in bench/lessons.py).
 - Distillation: a lesson supported by two or more episodes whose oldest is older than the
   distillation age stamps those episodes ``distilled: true``, except the newest, kept live as
   the worked example. Distilled episodes leave active recall and stay on disk.
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -157,17 +160,90 @@ def insight_key(text: str) -> str:
     return " ".join(sorted(term_set(text))) or " ".join(text.lower().split())
 
 
-def lessons_from(episodes: Iterable[Episode]) -> list[Lesson]:
-    """Merge the insights of all episodes (distilled ones included: they still support)."""
+# Calibrated by bench/lessons.py on the "calibrate" pairs of bench/data/lessons/pairs.json
+# (the "check" pairs are kept aside to test them); docs/engine.md has the figures.
+MEANING_THRESHOLD = 0.43  # cosine of two MiniLM vectors
+WORDS_THRESHOLD = 0.13  # Jaccard overlap of two insights' content terms
+
+
+@dataclass(frozen=True)
+class Likeness:
+    """How alike insights are: ``pairwise(texts)`` is the square matrix of similarities and
+    two insights say the same thing at ``threshold`` or above. ``name`` says which."""
+
+    name: str
+    threshold: float
+    pairwise: Callable[[Sequence[str]], Sequence[Sequence[float]]]
+
+
+def word_overlap(texts: Sequence[str]) -> list[list[float]]:
+    """Jaccard overlap of the content terms (stemmed, stopwords dropped) of each pair."""
+    sets = [term_set(t) for t in texts]
+    return [[len(a & b) / len(a | b) if a | b else 0.0 for b in sets] for a in sets]
+
+
+WORDS = Likeness("words", WORDS_THRESHOLD, word_overlap)
+
+
+def by_meaning(embed: Callable[[Sequence[str]], Any]) -> Likeness:
+    """Cosine similarity of ``embed``'s L2-normalised rows (one per text)."""
+
+    def pairwise(texts: Sequence[str]) -> Any:
+        matrix = embed(list(texts))
+        return (matrix @ matrix.T).tolist()
+
+    return Likeness("meaning", MEANING_THRESHOLD, pairwise)
+
+
+def _named(text: str, names: Iterable[str]) -> frozenset[str]:
+    lowered = text.lower()
+    return frozenset(n for n in names if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", lowered))
+
+
+def lessons_from(
+    episodes: Iterable[Episode],
+    likeness: Likeness | None = None,
+    names: Iterable[str] = (),
+) -> list[Lesson]:
+    """Merge the insights of all episodes (distilled ones included: they still support).
+
+    Insights with the same content terms are one lesson. With ``likeness``, an insight whose
+    similarity to a lesson's first insight reaches the threshold joins the most similar
+    such lesson: the oldest wording names the lesson, so its id stays as episodes arrive.
+    Two insights that name different ``names`` (the bundles: "widen kitchen" and "widen
+    garden" read alike and are two lessons) never merge by likeness.
+    """
+    names = tuple(n.lower() for n in names)
+    ordered = sorted(episodes, key=lambda e: (e.timestamp, e.episode_id))
+    texts: dict[str, str] = {}
+    for episode in ordered:
+        for insight in episode.insights:
+            texts.setdefault(insight_key(insight), " ".join(insight.split()))
+    keys = list(texts)
+    home = {k: k for k in keys}
+    if likeness is not None and len(keys) > 1:
+        sims = likeness.pairwise([texts[k] for k in keys])
+        heads: list[int] = []
+        for i in range(len(keys)):
+            mine = _named(texts[keys[i]], names)
+            near = [
+                (sims[i][h], -h)
+                for h in heads
+                if sims[i][h] >= likeness.threshold and _named(texts[keys[h]], names) == mine
+            ]
+            if near:
+                home[keys[i]] = keys[-max(near)[1]]
+            else:
+                heads.append(i)
     found: dict[str, Lesson] = {}
-    for episode in episodes:
+    for episode in ordered:
         seen: set[str] = set()
         for insight in episode.insights:
-            key = insight_key(insight)
+            key = home[insight_key(insight)]
             if key in seen:
                 continue
             seen.add(key)
-            lesson = found.setdefault(key, Lesson(key, " ".join(insight.split())))
+            lesson = found.setdefault(key, Lesson(key, texts[key]))
             lesson.episodes.append(episode)
     return sorted(
         found.values(),

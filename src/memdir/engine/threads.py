@@ -44,14 +44,48 @@ _DECISION = re.compile(
 
 @dataclass
 class Folded:
-    """What a fold did: the pages written, the turns folded, and turns it could not read."""
+    """What a fold did: the pages written, the turns folded, and turns it could not read;
+    ``threads`` keeps, per page written, its thread and every turn it cites (what the turn
+    facts are routed from, :mod:`memdir.engine.turnfacts`); ``articles`` and ``unrouted``
+    say where those facts went."""
 
     pages: list[str] = field(default_factory=list)
     turns: int = 0
     skipped: list[dict[str, str]] = field(default_factory=list)
+    threads: dict[str, tuple[str, list[TurnRecord]]] = field(default_factory=dict)
+    articles: list[str] = field(default_factory=list)
+    unrouted: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pages": self.pages, "turns": self.turns, "skipped": self.skipped}
+        return {
+            "pages": self.pages,
+            "turns": self.turns,
+            "skipped": self.skipped,
+            "articles": self.articles,
+            "unrouted": self.unrouted,
+        }
+
+
+@dataclass
+class Pending:
+    """One thread with turns to fold: its page, the page's current merged-from, every turn
+    the page will cite (oldest first) and the new ones among them."""
+
+    thread: str
+    page: str
+    merged: list[dict[str, Any]]
+    turns: list[TurnRecord]
+    new: list[TurnRecord]
+
+    def entries(self, *, actor: str, date: str) -> list[dict[str, Any]]:
+        """The page's merged-from after the fold: the old entries, then one per new turn."""
+        return [
+            *self.merged,
+            *(
+                {"type": "turn", "id": r.id, "path": r.path, "date": date, "actor": actor}
+                for r in sorted(self.new, key=lambda r: r.id)
+            ),
+        ]
 
 
 def unmerged_turns(unmerged: Iterable[str]) -> list[str]:
@@ -68,15 +102,15 @@ def page_path(thread: str) -> str:
     return f"{THREADS_DIR}/{slug}.md"
 
 
-def fold(batch: Batch, root: Path, rels: Sequence[str], *, actor: str, date: str) -> Folded:
-    """Fold the turn records at ``rels`` into their threads' pages (written through
-    ``batch``, so a failed run puts every page back)."""
-    out = Folded()
+def pending(root: Path, rels: Sequence[str], out: Folded | None = None) -> list[Pending]:
+    """The threads of the turn records at ``rels`` that have turns their page lacks."""
+    out = out if out is not None else Folded()
     by_thread: dict[str, list[TurnRecord]] = {}
     for rel in rels:
         record = _read(root, rel, out)
         if record is not None:
             by_thread.setdefault(record.thread, []).append(record)
+    found = []
     for thread in sorted(by_thread):
         page = page_path(thread)
         merged = _merged_from(root / page)
@@ -86,15 +120,43 @@ def fold(batch: Batch, root: Path, rels: Sequence[str], *, actor: str, date: str
             continue
         earlier = [r for r in (_read(root, _path_of(i), out) for i in merged) if r is not None]
         turns = sorted({r.id: r for r in [*earlier, *new]}.values(), key=lambda r: r.id)
-        entries = [*merged]
-        for record in sorted(new, key=lambda r: r.id):
-            entries.append(
-                {"type": "turn", "id": record.id, "path": record.path, "date": date, "actor": actor}
-            )
-        batch.write(page, render(thread, turns, entries))
-        out.pages.append(page)
-        out.turns += len(new)
+        found.append(Pending(thread, page, merged, turns, new))
+    return found
+
+
+def fold(
+    batch: Batch,
+    root: Path,
+    rels: Sequence[str],
+    *,
+    actor: str,
+    date: str,
+    pages: Mapping[str, str] | None = None,
+) -> Folded:
+    """Fold the turn records at ``rels`` into their threads' pages (written through
+    ``batch``, so a failed run puts every page back). ``pages`` maps a thread to the page an
+    agent wrote for it (``consolidate --apply``), used instead of the rendered one."""
+    out = Folded()
+    for item in pending(root, rels, out):
+        entries = item.entries(actor=actor, date=date)
+        given = (pages or {}).get(item.thread)
+        text = with_entries(given, entries) if given else render(item.thread, item.turns, entries)
+        batch.write(item.page, text)
+        out.pages.append(item.page)
+        out.turns += len(item.new)
+        out.threads[item.page] = (item.thread, item.turns)
     return out
+
+
+def with_entries(text: str, entries: list[dict[str, Any]]) -> str:
+    """An agent's page with the keys memdir owns set: its kind and its ``merged-from``."""
+
+    def mutate(fm: Any) -> None:
+        fm["type"] = "thread"
+        fm["memory_kind"] = "semantic"
+        fm["merged-from"] = entries
+
+    return frontmatter.edit(text, mutate)
 
 
 def _read(root: Path, rel: str, out: Folded) -> TurnRecord | None:

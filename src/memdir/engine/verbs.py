@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,18 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from . import consolidate as consolidating
     from . import evaluate as evaluating
-    from . import files, harness, program, reflect, runs, terms, threads, wiki
+    from . import (
+        files,
+        harness,
+        program,
+        reflect,
+        runepisode,
+        runs,
+        terms,
+        threads,
+        turnfacts,
+        wiki,
+    )
     from . import quarantine as quarantining
     from . import query as querying
     from . import refine as refining
@@ -43,9 +53,11 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     refining = lazy.module("memdir.engine.refine")
     files = lazy.module("memdir.engine.files")
     reflect = lazy.module("memdir.engine.reflect")
+    runepisode = lazy.module("memdir.engine.runepisode")
     runs = lazy.module("memdir.engine.runs")
     terms = lazy.module("memdir.engine.terms")
     threads = lazy.module("memdir.engine.threads")
+    turnfacts = lazy.module("memdir.engine.turnfacts")
     wiki = lazy.module("memdir.engine.wiki")
     gitsync = lazy.module("memdir.files.sync")
     writing = lazy.module("memdir.engine.writer")
@@ -84,7 +96,12 @@ class KnowledgeEngine:
         self.search = search
         self.memory_report = memory_report
         self.experience = Experience(
-            store, index, sync=sync, program=self.program, keyword_search=keyword_search
+            store,
+            index,
+            sync=sync,
+            program=self.program,
+            keyword_search=keyword_search,
+            embeddings=settings.embeddings,
         )
 
     # -- program and harness -------------------------------------------------------------
@@ -175,6 +192,12 @@ class KnowledgeEngine:
         batch.commit(f"bundle remove {name} ({kept} articles kept on disk)")
         self.sync()
         return {"bundle": name, "articles_kept": kept}
+
+    def bundle_publish(self, name: str, to: str) -> dict[str, Any]:
+        """The bundle as a standalone OKF v0.2 repository at ``to`` (engine/publish.py)."""
+        from . import publish
+
+        return publish.bundle(self.store, wiki.bundle_names(self._root, self.program()), name, to)
 
     # -- ingest --------------------------------------------------------------------------
 
@@ -286,16 +309,25 @@ class KnowledgeEngine:
         root = self._root
         lessons = self.experience.lessons()
         recall = self.experience.recaller(lessons)
-        if plan:
-            return consolidating.plan(root, prog, h, recall=recall)
+        turn_rels = (
+            threads.unmerged_turns(e.path for e in self.memory_report().unmerged)
+            if plan or fold_turns or apply is not None
+            else []
+        )
+        if plan:  # the packet lists sources and threads with unmerged turns alike
+            packet = consolidating.plan(root, prog, h, recall=recall)
+            return {**packet, "threads": turnfacts.plan_items(root, turn_rels)}
         who = (actor or "").strip() or ACTOR
         accepted: list[tuple[str, writing.WriteRequest, str]] = []
+        pages: dict[str, str] = {}
         if apply is not None:
             # Checked before the run starts: a refused packet is not a failed run.
             data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
             accepted = consolidating.validate_apply(
                 root, prog, h, data, check_file=self.store.check_document
             )
+            pages = turnfacts.agent_pages(root, data, turn_rels)
+            fold_turns = fold_turns or bool(pages)
         batch = files.Batch(self.store, self.index)
         # All or nothing: if any step fails (an article no write accepts, a provider that
         # raises, a full disk), every file is put back and the inbox stays as it was.
@@ -307,10 +339,9 @@ class KnowledgeEngine:
                     outcome.articles.append(rel)
                     outcome.bundles.add(request.bundle)
                 writer_name = "agent"
+                writer: writing.Writer = writing.ExtractiveWriter()
             else:
-                writer: writing.Writer = plugins.build(
-                    "writer", self.settings.engine.writer, self.settings
-                )
+                writer = plugins.build("writer", self.settings.engine.writer, self.settings)
                 writer_name = writer.name
                 outcome = consolidating.run(
                     batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
@@ -318,14 +349,11 @@ class KnowledgeEngine:
             outcome.lessons_recalled = len(lessons)
             folded = threads.Folded()
             if fold_turns:
-                unmerged = [e.path for e in self.memory_report().unmerged]
-                folded = threads.fold(
-                    batch,
-                    root,
-                    threads.unmerged_turns(unmerged),
-                    actor=who,
-                    date=reflect.rfc3339(reflect.now_utc()),
-                )
+                at = reflect.rfc3339(reflect.now_utc())
+                folded = threads.fold(batch, root, turn_rels, actor=who, date=at, pages=pages)
+                filing = turnfacts.Filing(prog, h, writer, who, at)
+                outcome.bundles |= turnfacts.file_threads(batch, root, folded, filing)
+                outcome.articles += folded.articles
             for bundle in sorted(outcome.bundles):
                 wiki.regenerate(batch, root, prog, bundle)
             wiki.regenerate_top(batch, root, prog)
@@ -348,10 +376,10 @@ class KnowledgeEngine:
                 self.experience.record_operational(
                     batch,
                     "consolidate",
-                    situation=_consolidate_situation(outcome, folded.turns),
-                    actions=_consolidate_actions(outcome, folded, audit),
-                    outcome=_consolidate_outcome(outcome, folded.turns),
-                    insights=_consolidate_insights(outcome, audit),
+                    situation=runepisode.situation(outcome, folded.turns),
+                    actions=runepisode.actions(outcome, folded, audit),
+                    outcome=runepisode.outcome(outcome, folded.turns),
+                    insights=runepisode.insights(outcome, audit, folded),
                 )
             reflected = self.experience.reflect_into(batch)
             self.sync()
@@ -537,60 +565,3 @@ def _supported(why: dict[str, Any]) -> bool:
     if why.get("bm25_rank") is not None or why.get("mode", "bm25") == "bm25":
         return True
     return float(why.get("vector_score") or 0.0) >= TIER2_MIN_COSINE
-
-
-def _consolidate_situation(outcome: consolidating.Outcome, turns: int) -> str:
-    done = [
-        f"{len(outcome.articles)} article(s) filed",
-        f"{len(outcome.quarantined)} quarantined",
-    ]
-    if outcome.skipped:
-        done.append(f"{len(outcome.skipped)} skipped")
-    if turns:
-        done.append(f"{turns} turn(s) folded")
-    return "consolidate: " + ", ".join(done)
-
-
-def _consolidate_outcome(outcome: consolidating.Outcome, turns: int) -> str:
-    """success when every source was filed, partial when some were not, failure when none
-    was and something was waiting."""
-    filed = bool(outcome.articles) or turns > 0
-    missed = bool(outcome.quarantined) or bool(outcome.skipped)
-    if not missed:
-        return "success"
-    return "partial" if filed else "failure"
-
-
-def _consolidate_actions(
-    outcome: consolidating.Outcome, folded: threads.Folded, audit: dict[str, Any]
-) -> list[str]:
-    actions = [f"filed {p}" for p in outcome.articles[:20]]
-    actions += [f"quarantined {q['source']}: {q['reason']}" for q in outcome.quarantined[:20]]
-    actions += [f"skipped {s}" for s in outcome.skipped[:20]]
-    actions += [f"folded turns into {p}" for p in folded.pages[:20]]
-    before = audit.get("previous")
-    actions.append(f"drift {before if before is not None else '-'} -> {audit['drift']}")
-    return actions
-
-
-_BEST = re.compile(r"best was '([^']+)'")
-
-
-def _consolidate_insights(outcome: consolidating.Outcome, audit: dict[str, Any]) -> list[str]:
-    """What the run's facts teach, worded so that the same lesson recurs across runs (a
-    lesson merges insights with the same words)."""
-    insights = []
-    for bundle in sorted(
-        {m.group(1) for q in outcome.quarantined if (m := _BEST.search(q["reason"]))}
-    ):
-        insights.append(
-            f"Sources nearest to bundle {bundle} still fit no scope: widen the scope of {bundle} "
-            "or add a bundle for them."
-        )
-    if any("fallback" in n for n in outcome.notes):
-        insights.append("The model writer failed and the extractive writer filled in.")
-    if outcome.skipped:
-        insights.append("Sources whose frontmatter does not parse stay in the inbox: fix them.")
-    if int(audit.get("delta") or 0) > 0:
-        insights.append("Drift rose after consolidating: run refine and read its defects.")
-    return insights
