@@ -23,13 +23,11 @@ stderr, and writes one line to ``.memdir/hooks.log`` of the store (:func:`run`).
 from __future__ import annotations
 
 import contextlib
-import getpass
 import io
 import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -208,6 +206,8 @@ def user_of(env: Mapping[str, str]) -> str:
     name = env.get(USER_ENV, "").strip()
     if not name:
         with contextlib.suppress(Exception):
+            import getpass
+
             name = getpass.getuser()
     return name if name and "/" not in name and "\\" not in name and name.isprintable() else ""
 
@@ -379,4 +379,6 @@ def _log(
                 spool.log_failure(folder, line)
                 return
     with contextlib.suppress(OSError):
+        import tempfile
+
         spool.log_failure(Path(tempfile.gettempdir()) / "memdir-hooks", line)
