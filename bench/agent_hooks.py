@@ -152,6 +152,14 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=None, help="Build the store here.")
     parser.add_argument("--import-turns", type=int, default=0, help="Time an import instead.")
     parser.add_argument("--watch", action="store_true", help="Run `memdir watch` beside it.")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="The src/ folder of other memdir code (an export of an older commit): each "
+        "SessionStart, UserPromptSubmit and PostToolUse also runs with it, in alternating "
+        "order, and must answer the same.",
+    )
     args = parser.parse_args()
     bench = bench_import if args.import_turns else run
     if args.keep is not None:
@@ -212,6 +220,8 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     print(f"store: {args.turns} turns in {time.perf_counter() - started:.1f} s")
 
     compileall.compile_dir(Path(memdir.__file__).parent, quiet=1)
+    if args.baseline is not None:
+        compileall.compile_dir(args.baseline / "memdir", quiet=1)
     watcher = None
     if args.watch:
         watcher = subprocess.Popen(
@@ -258,12 +268,36 @@ def _session(args: argparse.Namespace, folder: Path, root: Path, count: Any) -> 
     sizes: list[int] = []
     tokens: list[int] = []
     load = [os.getloadavg()[0]]
+    calls = 0
+    if args.baseline is not None:
+        other = {**env, "PYTHONPATH": str(args.baseline.absolute())}
+
+        def timed(
+            env: dict[str, str], event: str, payload: dict[str, Any], cpu: dict[str, list[float]]
+        ) -> tuple[float, bytes]:
+            """The call with this code and with the baseline's, in alternating order."""
+            nonlocal calls
+            calls += 1
+            mine: tuple[float, bytes] | None = None
+            for which in (0, 1) if calls % 2 else (1, 0):
+                if which == 0:
+                    mine = hook(env, event, payload, cpu)
+                else:
+                    took, out = hook(other, event, payload, cpu_base)
+                    times.setdefault(f"{event} (baseline)", []).append(took)
+                    theirs = out
+            assert mine is not None
+            if mine[1] != theirs:
+                raise SystemExit(f"{event}: the baseline answered differently")
+            return mine
+
+        cpu_base: dict[str, list[float]] = {}
     hook(env, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "startup"}, {})
     for n in range(args.runs):
         prompt = f"how do we deploy the api with migrations, try {n}?"
         prompt_id = str(uuid.uuid4())
         log.add("user", message={"role": "user", "content": prompt}, promptId=prompt_id)
-        took, out = hook(
+        took, out = (timed if args.baseline is not None else hook)(
             env,
             "UserPromptSubmit",
             {
@@ -279,7 +313,7 @@ def _session(args: argparse.Namespace, folder: Path, root: Path, count: Any) -> 
         sizes.append(len(text))
         tokens.append(count.count(text + "\n"))
         answer = log.turn_body(n)
-        took, _ = hook(
+        took, _ = (timed if args.baseline is not None else hook)(
             env,
             "PostToolUse",
             {
@@ -306,7 +340,7 @@ def _session(args: argparse.Namespace, folder: Path, root: Path, count: Any) -> 
         )
         times["Stop"].append(took)
         if n % 4 == 3:
-            took, _ = hook(
+            took, _ = (timed if args.baseline is not None else hook)(
                 env,
                 "SessionStart",
                 {**base, "hook_event_name": "SessionStart", "source": "resume"},
@@ -320,15 +354,18 @@ def _session(args: argparse.Namespace, folder: Path, root: Path, count: Any) -> 
         raise SystemExit(f"expected {args.runs} turns of the session, found {len(recorded)}")
     mode = "memdir watch running" if args.watch else "no daemon, no watcher"
     print(f"whole process, {args.runs} prompts of one session, {mode} (ms):")
+    if args.baseline is not None:
+        cpu.update({f"{k} (baseline)": v for k, v in cpu_base.items()})
+        print(f"baseline: {args.baseline}, answers compared: all equal")
     for event, values in times.items():
         used = cpu[event]
-        target = TARGETS.get(event)
+        target = TARGETS.get(event) if "(baseline)" not in event else None
         verdict = ""
         if target is not None:
             met = "met" if pct(values, 0.95) <= target else "NOT met"
             verdict = f"  target p95 <= {target:.0f}: {met}"
         print(
-            f"  {event:17} p50 {statistics.median(values):6.1f}  p95 {pct(values, 0.95):6.1f}"
+            f"  {event:28} p50 {statistics.median(values):6.1f}  p95 {pct(values, 0.95):6.1f}"
             f"  max {max(values):6.1f}  cpu p50 {statistics.median(used):6.1f}"
             f"  p95 {pct(used, 0.95):6.1f}  (n={len(values)}){verdict}"
         )
