@@ -157,3 +157,28 @@ def test_counting_does_not_build_tiktokens_encoder(tmp_path: Path) -> None:
             "True",
             "False",
         ]
+
+
+def test_a_relative_cache_home_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", "cache")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cl100k.cache_folder() == tmp_path / "home" / ".cache" / "memdir"
+
+
+def test_processes_making_the_table_at_once_agree(tmp_path: Path) -> None:
+    code = (
+        "from memdir.doc import tokencount as t\n"
+        "print(t.counter('auto').count('Roll back the billing service, then check 42 logs.'))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    outs = {p.communicate(timeout=120)[0].strip() for p in procs}
+    expected = tokens.counter("tiktoken").count(
+        "Roll back the billing service, then check 42 logs."
+    )
+    assert outs == {str(expected).encode()}
+    (kept,) = (tmp_path / "memdir").glob("cl100k-*.table")  # one table, no temporary left
+    assert cl100k.Table(kept.read_bytes()).rank(b" billing") is not None

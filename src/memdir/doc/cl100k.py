@@ -138,9 +138,11 @@ class Table:
 
 
 def cache_folder() -> Path | None:
-    """Where the table is kept: ``$XDG_CACHE_HOME/memdir``, else ``~/.cache/memdir``."""
+    """Where the table is kept: ``$XDG_CACHE_HOME/memdir``, else ``~/.cache/memdir``. A
+    relative ``XDG_CACHE_HOME`` is ignored, as the XDG rules say (a hook runs in whatever
+    folder the agent is in, and would leave a cache in each)."""
     base = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if base:
+    if base and os.path.isabs(base):
         return Path(base) / "memdir"
     try:
         return Path.home() / ".cache" / "memdir"
