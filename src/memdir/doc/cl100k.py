@@ -20,7 +20,8 @@ The count is tiktoken's, step by step:
 
 Text this cannot classify for certain (a character the Python's Unicode tables do not
 know, a lone surrogate, or a letter that case-folds to ASCII, which the pattern's
-``(?i:...)`` would match) is left to tiktoken itself: :func:`count` returns ``None``.
+``(?i:...)`` would match), and text with a piece of more than ``LONGEST_PIECE`` bytes, is
+left to tiktoken itself: :meth:`Counter.count` returns ``None``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ _SPLIT = re.compile(
     rf"|[{_WS}]"
 )
 _UNSURE = "\x00"  # what stands for a character that cannot be classified
+# Longer pieces (a run of letters or symbols with no space, a pasted blob) are left to
+# tiktoken: merging them pair by pair in Python takes time quadratic in their length.
+LONGEST_PIECE = 256
 
 
 @lru_cache(maxsize=8192)
@@ -209,7 +213,10 @@ class Counter:
             piece = text[match.start() : match.end()]
             n = known.get(piece)
             if n is None:
-                n = self._piece(piece.encode("utf-8"))
+                data = piece.encode("utf-8")
+                if len(data) > LONGEST_PIECE:
+                    return None  # merging here is quadratic in the piece: tiktoken's work
+                n = self._piece(data)
                 if len(known) < 100_000:
                     known[piece] = n
             total += n
