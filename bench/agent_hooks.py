@@ -1,7 +1,7 @@
 """Whole-process latency of `memdir hook claude-code EVENT` on a store of many turns, and
 the rate of `memdir import claude-code`.
 
-    python bench/agent_hooks.py [--turns 5000] [--runs 40] [--keep DIR]
+    python bench/agent_hooks.py [--turns 10000] [--runs 40] [--watch] [--keep DIR]
     python bench/agent_hooks.py --import-turns 10000 [--keep DIR]
 
 Builds a store of ``--turns`` turn records (bench/turns.py's ``build_store``: rendered
@@ -10,8 +10,13 @@ of ``--runs`` prompts it appends the prompt to a transcript shaped like Claude C
 `python -m memdir hook claude-code UserPromptSubmit` with the event on stdin, appends a tool
 call, its result and the answer, and runs `... Stop`; every few prompts a `SessionStart`
 (resume). Each time is the whole process (start, imports, opening the store, the answer, git,
-exit), as the agent waits for it. Prints p50/p95/max per event, the pack's size in characters
-and tokens, and checks every Stop recorded its turn once. No daemon and no watcher run.
+exit), as the agent waits for it; a `PostToolUse` follows each tool call. Prints, per event,
+p50/p95/max of the wall time and p50/p95 of the CPU time the process used (user + system: what
+the code costs, which a busy neighbour on the machine does not inflate), the target and whether
+it is met, the load average, the pack's size in characters and tokens, and checks every Stop
+recorded its turn once. No daemon runs; with ``--watch`` a `memdir watch` runs beside the
+session (the hooks then ask it instead of statting every file). memdir's modules are compiled
+to bytecode first, as installing the package does.
 
 ``--import-turns N`` writes N turns as Claude Code transcripts (100 turns a session, one tool
 call each) and times `memdir import claude-code` over them into a new store, embeddings off,
@@ -21,8 +26,10 @@ as a whole process; then again, which must add nothing.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,6 +40,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import memdir
 import turns as turn_bench  # beside this file: python puts the script's folder on sys.path
 from memdir.doc.tokencount import counter
 from memdir.files.store import Store
@@ -109,7 +117,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
-def hook(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[float, bytes]:
+TARGETS = {"SessionStart": 150.0, "UserPromptSubmit": 150.0, "Stop": 250.0}  # p95, ms
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def hook(
+    env: dict[str, str], event: str, payload: dict[str, Any], cpu: dict[str, list[float]]
+) -> tuple[float, bytes]:
+    before = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "memdir", "hook", "claude-code", event],
@@ -120,6 +139,7 @@ def hook(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[floa
         timeout=60,
     )
     took = (time.perf_counter() - started) * 1000
+    cpu.setdefault(event, []).append(_children_cpu() - before)
     if done.returncode != 0 or done.stderr:
         raise SystemExit(f"{event}: exit {done.returncode}: {done.stderr.decode()[:500]}")
     return took, done.stdout
@@ -127,10 +147,19 @@ def hook(env: dict[str, str], event: str, payload: dict[str, Any]) -> tuple[floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=5000)
+    parser.add_argument("--turns", type=int, default=10000)
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--keep", type=Path, default=None, help="Build the store here.")
     parser.add_argument("--import-turns", type=int, default=0, help="Time an import instead.")
+    parser.add_argument("--watch", action="store_true", help="Run `memdir watch` beside it.")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="The src/ folder of other memdir code (an export of an older commit): each "
+        "SessionStart, UserPromptSubmit and PostToolUse also runs with it, in alternating "
+        "order, and must answer the same.",
+    )
     args = parser.parse_args()
     bench = bench_import if args.import_turns else run
     if args.keep is not None:
@@ -190,6 +219,35 @@ def run(args: argparse.Namespace, folder: Path) -> int:
         count = counter(mem.settings.turns.token_counter)
     print(f"store: {args.turns} turns in {time.perf_counter() - started:.1f} s")
 
+    compileall.compile_dir(Path(memdir.__file__).parent, quiet=1)
+    if args.baseline is not None:
+        compileall.compile_dir(args.baseline / "memdir", quiet=1)
+    watcher = None
+    if args.watch:
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "memdir", "--root", str(root), "watch", "--quiet"],
+            stdin=subprocess.DEVNULL,
+        )
+        _wait_for_watcher(root)
+    try:
+        return _session(args, folder, root, count)
+    finally:
+        if watcher is not None:
+            watcher.terminate()
+            watcher.wait(timeout=30)
+
+
+def _wait_for_watcher(root: Path) -> None:
+    from memdir.index import watch
+
+    deadline = time.monotonic() + 60
+    while not watch.confirm(root):
+        if time.monotonic() > deadline:
+            raise SystemExit("memdir watch did not start")
+        time.sleep(0.1)
+
+
+def _session(args: argparse.Namespace, folder: Path, root: Path, count: Any) -> int:
     home = folder / "home"
     work = folder / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -198,16 +256,48 @@ def run(args: argparse.Namespace, folder: Path) -> int:
     tdir.mkdir(parents=True, exist_ok=True)
     log = Transcript(tdir / f"{session}.jsonl", session, str(work))
     env = {**os.environ, "HOME": str(home), "MEMDIR_ROOT": str(root), "MEMDIR_USER": "u1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     base = {"session_id": session, "transcript_path": str(log.path), "cwd": str(work)}
-    times: dict[str, list[float]] = {"SessionStart": [], "UserPromptSubmit": [], "Stop": []}
+    times: dict[str, list[float]] = {
+        "SessionStart": [],
+        "UserPromptSubmit": [],
+        "PostToolUse": [],
+        "Stop": [],
+    }
+    cpu: dict[str, list[float]] = {}
     sizes: list[int] = []
     tokens: list[int] = []
-    hook(env, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "startup"})
+    load = [os.getloadavg()[0]]
+    calls = 0
+    if args.baseline is not None:
+        other = {**env, "PYTHONPATH": str(args.baseline.absolute())}
+
+        def timed(
+            env: dict[str, str], event: str, payload: dict[str, Any], cpu: dict[str, list[float]]
+        ) -> tuple[float, bytes]:
+            """The call with this code and with the baseline's, in alternating order."""
+            nonlocal calls
+            calls += 1
+            mine: tuple[float, bytes] | None = None
+            for which in (0, 1) if calls % 2 else (1, 0):
+                if which == 0:
+                    mine = hook(env, event, payload, cpu)
+                else:
+                    took, out = hook(other, event, payload, cpu_base)
+                    times.setdefault(f"{event} (baseline)", []).append(took)
+                    theirs = out
+            assert mine is not None
+            if mine[1] != theirs:
+                raise SystemExit(f"{event}: the baseline answered differently")
+            return mine
+
+        cpu_base: dict[str, list[float]] = {}
+    hook(env, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "startup"}, {})
     for n in range(args.runs):
         prompt = f"how do we deploy the api with migrations, try {n}?"
         prompt_id = str(uuid.uuid4())
         log.add("user", message={"role": "user", "content": prompt}, promptId=prompt_id)
-        took, out = hook(
+        took, out = (timed if args.baseline is not None else hook)(
             env,
             "UserPromptSubmit",
             {
@@ -216,12 +306,26 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 "prompt_id": prompt_id,
                 "prompt": prompt,
             },
+            cpu,
         )
         times["UserPromptSubmit"].append(took)
         text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
         sizes.append(len(text))
         tokens.append(count.count(text + "\n"))
         answer = log.turn_body(n)
+        took, _ = (timed if args.baseline is not None else hook)(
+            env,
+            "PostToolUse",
+            {
+                **base,
+                "hook_event_name": "PostToolUse",
+                "tool_name": "mcp__memdir__search",
+                "tool_input": {"query": "deploy migrations"},
+                "tool_response": [],
+            },
+            cpu,
+        )
+        times["PostToolUse"].append(took)
         took, _ = hook(
             env,
             "Stop",
@@ -232,23 +336,40 @@ def run(args: argparse.Namespace, folder: Path) -> int:
                 "stop_hook_active": False,
                 "last_assistant_message": answer,
             },
+            cpu,
         )
         times["Stop"].append(took)
         if n % 4 == 3:
-            took, _ = hook(
-                env, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "resume"}
+            took, _ = (timed if args.baseline is not None else hook)(
+                env,
+                "SessionStart",
+                {**base, "hook_event_name": "SessionStart", "source": "resume"},
+                cpu,
             )
             times["SessionStart"].append(took)
+        load.append(os.getloadavg()[0])
     with Memory.open(root) as mem:
         recorded = mem.thread(session, last=args.runs + 10)
     if len(recorded) != args.runs:
         raise SystemExit(f"expected {args.runs} turns of the session, found {len(recorded)}")
-    print(f"whole process, {args.runs} prompts of one session, no daemon (ms):")
+    mode = "memdir watch running" if args.watch else "no daemon, no watcher"
+    print(f"whole process, {args.runs} prompts of one session, {mode} (ms):")
+    if args.baseline is not None:
+        cpu.update({f"{k} (baseline)": v for k, v in cpu_base.items()})
+        print(f"baseline: {args.baseline}, answers compared: all equal")
     for event, values in times.items():
+        used = cpu[event]
+        target = TARGETS.get(event) if "(baseline)" not in event else None
+        verdict = ""
+        if target is not None:
+            met = "met" if pct(values, 0.95) <= target else "NOT met"
+            verdict = f"  target p95 <= {target:.0f}: {met}"
         print(
-            f"  {event:17} p50 {statistics.median(values):6.1f}  p95 {pct(values, 0.95):6.1f}"
-            f"  max {max(values):6.1f}  (n={len(values)})"
+            f"  {event:28} p50 {statistics.median(values):6.1f}  p95 {pct(values, 0.95):6.1f}"
+            f"  max {max(values):6.1f}  cpu p50 {statistics.median(used):6.1f}"
+            f"  p95 {pct(used, 0.95):6.1f}  (n={len(values)}){verdict}"
         )
+    print(f"load average (1 min) during the run: {min(load):.2f}-{max(load):.2f}")
     print(
         f"pack: chars p50 {statistics.median(sizes):.0f} p95 {pct(sizes, 0.95):.0f} "
         f"max {max(sizes)} (cap 9000); tokens max {max(tokens)} (budget 1500)"

@@ -8,36 +8,37 @@ Each concern is built once here and handed what it needs: the document verbs
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import lazy
-from .doc.turnrecord import TurnRecord
-from .documents.verbs import DoctorReport, Documents, GrepHit, ReadResult
-from .engine.verbs import KnowledgeEngine
 from .errors import InvalidInput
 from .files.layout import find_root
 from .files.store import Store
 from .index import Index
-from .index.dag import DagNode
-from .index.search import Filters, Hit
-from .retrieval.verbs import Progress, Retrieval
 from .settings import Settings
 from .settings import load as load_settings
-from .turns.verbs import TurnLog
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
+    from datetime import datetime
 
+    from .doc.turnrecord import TurnRecord
     from .documents.reportcache import ReportText
+    from .documents.verbs import DoctorReport, Documents, GrepHit, ReadResult
     from .engine import remote as remote_sync
     from .engine.program import Program
+    from .engine.verbs import KnowledgeEngine
     from .files.store import WriteResult
     from .index import SyncStats
+    from .index.dag import DagNode
+    from .index.search import Filters, Hit
     from .kiwi import report as coverage
     from .retrieval.rerank import Reranker
+    from .retrieval.verbs import Progress, Retrieval
     from .turns.pack import ContextPack
+    from .turns.verbs import TurnLog
     from .vectors.embedder import Embedder
     from .vectors.index import VectorIndex, VectorSyncStats
 else:  # loaded by the first sync (memdir.lazy)
@@ -56,27 +57,59 @@ class Memory:
         self.store = store
         self.index = index
         self.settings = settings
-        self.documents = Documents(store, index, settings)
-        self.retrieval = Retrieval(
-            store, index, settings, docs=self.documents, worklogs=self.search_worklogs
+        # The collaborators are built (and their modules imported) on first use: a hook
+        # that only builds a context pack needs the documents and the turns, not the engine.
+        if store.crashed:  # a writer died: what it renamed into place may be unindexed
+            index.sync()
+        elif store.put_back:  # files of a run that died before its commit (memdir.files.undo)
+            index.sync_paths([p for p in store.put_back if not p.startswith(".memdir/")])
+
+    @cached_property
+    def documents(self) -> Documents:
+        from .documents.verbs import Documents
+
+        return Documents(self.store, self.index, self.settings)
+
+    @cached_property
+    def retrieval(self) -> Retrieval:
+        from .retrieval.verbs import Retrieval
+
+        return Retrieval(
+            self.store,
+            self.index,
+            self.settings,
+            docs=self.documents,
+            worklogs=self.search_worklogs,
         )
-        self.turns = TurnLog(
-            store, index, settings, sync=self.sync, after_record=self.retrieval.after_turn
+
+    @cached_property
+    def turns(self) -> TurnLog:
+        from .turns.verbs import TurnLog
+
+        return TurnLog(
+            self.store, self.index, self.settings, sync=self.sync, after_record=self._after_turn
         )
-        self.engine = KnowledgeEngine(
-            store,
-            index,
-            settings,
+
+    @cached_property
+    def engine(self) -> KnowledgeEngine:
+        from .engine.verbs import KnowledgeEngine
+
+        return KnowledgeEngine(
+            self.store,
+            self.index,
+            self.settings,
             sync=self.sync,
             synced=self.synced,
             keyword_search=self.keyword_search,
             search=self.search,
             memory_report=self.memory_report,
         )
-        if store.crashed:  # a writer died: what it renamed into place may be unindexed
-            index.sync()
-        elif store.put_back:  # files of a run that died before its commit (memdir.files.undo)
-            index.sync_paths([p for p in store.put_back if not p.startswith(".memdir/")])
+
+    def _after_turn(self) -> None:
+        # Only a process that searched by meaning embeds the turn it records; one that never
+        # built its retrieval side has no vector index loaded, so there is nothing to do.
+        if "retrieval" in self.__dict__:
+            self.retrieval.after_turn()
 
     @classmethod
     def open(

@@ -23,13 +23,11 @@ stderr, and writes one line to ``.memdir/hooks.log`` of the store (:func:`run`).
 from __future__ import annotations
 
 import contextlib
-import getpass
 import io
 import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +47,10 @@ RECORD_EVENTS = ("Stop", "SubagentStop", "SessionEnd", "PreCompact")
 EVENTS = (*CONTEXT_EVENTS, "PostToolUse", *RECORD_EVENTS)
 USER_ENV = "MEMDIR_USER"
 _WORD = re.compile(r"[^\W_][\w'-]*[^\W_]", re.UNICODE)
+
+
+# What a hook reads of stdin at most: an event is small; a runaway pipe is not an event.
+STDIN_LIMIT = 16 << 20
 
 
 class HookError(Exception):
@@ -91,6 +93,52 @@ def run(
     if captured.getvalue().strip():
         _log(found, env, agent, event, "note", captured)
     return out
+
+
+def main(words: list[str]) -> int:
+    """``memdir hook AGENT EVENT [--root DIR] [--budget N]`` as a whole process, without the
+    command line's framework: the words after ``hook``; stdin in, the answer on stdout.
+    Always 0 (Claude Code blocks the prompt when a hook exits 2)."""
+    import sys
+
+    agent, event, root, budget, problems = parse_words(words)
+    try:
+        data = sys.stdin.buffer.read(STDIN_LIMIT) if not sys.stdin.isatty() else b""
+    except (OSError, ValueError, AttributeError):
+        data = b""  # no stdin at all: the handler logs the event as not JSON
+    out = run(agent, event, data, root=root, budget=budget or DEFAULT_BUDGET, problems=problems)
+    if out:
+        with contextlib.suppress(OSError):  # the agent stopped reading: nothing to tell it
+            sys.stdout.write(out + "\n")
+            sys.stdout.flush()
+    return 0
+
+
+def parse_words(words: list[str]) -> tuple[str, str, str | None, int | None, list[str]]:
+    """AGENT, EVENT, --root and --budget from the words, and what was wrong with them."""
+    positional: list[str] = []
+    root: str | None = None
+    budget: int | None = None
+    problems: list[str] = []
+    items = iter(words)
+    for word in items:
+        name, eq, value = word.partition("=")
+        if name in ("--root", "--budget"):
+            value = value if eq else next(items, "")
+            if name == "--root":
+                root = value or None
+            elif value.isdigit() and int(value) > 0:
+                budget = int(value)
+            else:
+                problems.append(f"--budget must be a positive number of tokens, got {value!r}")
+        elif word.startswith("-"):
+            problems.append(f"unknown option {word}")
+        else:
+            positional.append(word)
+    if len(positional) != 2:
+        problems.append(f"expected AGENT EVENT, got {' '.join(positional) or 'nothing'}")
+    agent, event = (positional + ["", ""])[:2]
+    return agent, event, root, budget, problems
 
 
 def handle(
@@ -158,6 +206,8 @@ def user_of(env: Mapping[str, str]) -> str:
     name = env.get(USER_ENV, "").strip()
     if not name:
         with contextlib.suppress(Exception):
+            import getpass
+
             name = getpass.getuser()
     return name if name and "/" not in name and "\\" not in name and name.isprintable() else ""
 
@@ -329,4 +379,6 @@ def _log(
                 spool.log_failure(folder, line)
                 return
     with contextlib.suppress(OSError):
+        import tempfile
+
         spool.log_failure(Path(tempfile.gettempdir()) / "memdir-hooks", line)

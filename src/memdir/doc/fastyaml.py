@@ -23,9 +23,7 @@ _FAST_KEY_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,127}):(?: +(.*))?\Z")
 _FAST_DQ_RE = re.compile(r'"([^"\\]*)"\Z')
 _FAST_SQ_RE = re.compile(r"'([^']*)'\Z")
 # Anything PyYAML's reader refuses or treats as a line break, plus tab, CR and BOM.
-_FAST_BAD_RE = re.compile(
-    "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
-)
+_FAST_BAD = "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 _FAST_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _FAIL: Any = object()
 
@@ -143,7 +141,9 @@ def _fast_sequence(lines: list[str], i: int) -> tuple[Any, int]:
 
 def fast_load(raw: str) -> dict[str, Any] | None:
     """The frontmatter mapping when ``raw`` is in the simple subset, else None."""
-    if _FAST_BAD_RE.search(raw):
+    # Compiled on first use (re caches it): the class costs milliseconds to compile, and a
+    # process that parses no frontmatter (a hook's context pack) should not pay for it.
+    if re.search(_FAST_BAD, raw):
         return None
     out: dict[str, Any] = {}
     lines = raw.split("\n")

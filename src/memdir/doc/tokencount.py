@@ -11,7 +11,9 @@ random alphanumerics 0.72, rare CJK 0.79 and ``a1a1...`` 1.0, so ``bytes/2`` or
 ``chars/4`` would overrun a budget. The price of the safe fallback is a pack
 about four times smaller than the budget on English prose (0.25 tokens/byte).
 
-The encoder is loaded once per process, on first use (about 0.1-0.6 s).
+Counts come from :mod:`memdir.doc.cl100k`, which reads a lookup table kept in the cache
+folder (a millisecond or two); tiktoken's encoder (about 0.3 s to build) is loaded only
+for truncation and for the rare text that module leaves to it.
 """
 
 from __future__ import annotations
@@ -67,18 +69,46 @@ class BytesCounter:
 
 
 class TiktokenCounter:
-    """Exact cl100k counts from the offline vocabulary."""
+    """Exact cl100k counts from the offline vocabulary.
+
+    Counts come from :mod:`memdir.doc.cl100k` (the same numbers, without building
+    tiktoken's encoder, which costs about 0.3 s per process); tiktoken's encoder is loaded
+    on first need only: for :meth:`truncate`, and for text that module leaves to it."""
 
     name = TIKTOKEN_ENCODING
 
-    def __init__(self, encode: Callable[[str], list[int]], decode: Callable[[list[int]], str]):
-        self._encode = encode
-        self._decode = decode
+    def __init__(
+        self,
+        encode: Callable[[str], list[int]] | None = None,
+        decode: Callable[[list[int]], str] | None = None,
+        fast: Any = None,
+    ):
+        self._encode_fn = encode
+        self._decode_fn = decode
+        self._fast = fast
         # Context packs count the same items again and again (a thread's latest turns, the
         # recent keyword matches); a count depends on the text alone, so it is kept.
         self._cached = functools.lru_cache(maxsize=CACHE_ENTRIES)(self._count)
 
+    def _encoder(self) -> tuple[Callable[[str], list[int]], Callable[[list[int]], str]]:
+        if self._encode_fn is None or self._decode_fn is None:
+            with _lock:
+                if self._encode_fn is None or self._decode_fn is None:
+                    enc = _cl100k()
+                    self._encode_fn, self._decode_fn = enc.encode_ordinary, enc.decode
+        return self._encode_fn, self._decode_fn
+
+    def _encode(self, text: str) -> list[int]:
+        return self._encoder()[0](text)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._encoder()[1](ids)
+
     def _count(self, text: str) -> int:
+        if self._fast is not None:
+            found: int | None = self._fast.count(text)
+            if found is not None:
+                return found
         return len(self._encode(text))
 
     def count(self, text: str) -> int:
@@ -127,13 +157,34 @@ def _load_tiktoken() -> TiktokenCounter | None:
     global _tiktoken, _tiktoken_missing
     with _lock:
         if _tiktoken is None and not _tiktoken_missing:
-            try:
-                enc = _cl100k()
-            except (ImportError, ValueError, OSError):
-                _tiktoken_missing = True
-            else:
-                _tiktoken = TiktokenCounter(enc.encode_ordinary, enc.decode)
+            _tiktoken = _fast_counter()
+            if _tiktoken is None:
+                try:
+                    enc = _cl100k()
+                except (ImportError, ValueError, OSError):
+                    _tiktoken_missing = True
+                else:
+                    _tiktoken = TiktokenCounter(enc.encode_ordinary, enc.decode)
         return _tiktoken
+
+
+def _fast_counter() -> TiktokenCounter | None:
+    """The counter over :mod:`memdir.doc.cl100k`'s table, tiktoken loaded on first need
+    (None: tiktoken is not installed, or the table cannot be had)."""
+    import hashlib
+    import importlib.util
+
+    from . import cl100k
+
+    if importlib.util.find_spec("tiktoken") is None:
+        return None
+    try:
+        if hashlib.sha256(CL100K_FILE.read_bytes()).hexdigest() != CL100K_SHA256:
+            return None  # a changed file: tiktoken's loader refuses it, with its reason
+        table = cl100k.load_table(CL100K_FILE, CL100K_SHA256)
+    except (ValueError, OSError):
+        return None
+    return TiktokenCounter(fast=cl100k.Counter(table))
 
 
 def counter(kind: str = "auto") -> Counter:
