@@ -60,7 +60,6 @@ def derived_id(ms: int, key: str) -> str:
     return _encode(max(ms, 0) & ((1 << 48) - 1), 10) + _encode(digest, 16)
 
 
-
 def random_tag(length: int = 4) -> str:
     """``length`` random base32 characters (a name's part that no other machine repeats)."""
     return _encode(int.from_bytes(os.urandom(8), "big"), length)
