@@ -37,9 +37,9 @@ def hook_cmd(ctx: click.Context, words: tuple[str, ...]) -> None:
     Example: echo '{"session_id": "s1", "prompt": "deploy?", ...}' |
     memdir hook claude-code UserPromptSubmit
     """
-    from ..agents.hooks import DEFAULT_BUDGET, run
+    from ..agents.hooks import DEFAULT_BUDGET, parse_words, run
 
-    agent, event, root, budget, problems = _hook_words(words)
+    agent, event, root, budget, problems = parse_words(list(words))
     data = sys.stdin.buffer.read(_STDIN_LIMIT) if not sys.stdin.isatty() else b""
     out = run(
         agent,
@@ -52,33 +52,6 @@ def hook_cmd(ctx: click.Context, words: tuple[str, ...]) -> None:
     if out:
         with contextlib.suppress(OSError):  # the agent stopped reading: nothing to tell it
             click.echo(out)
-
-
-def _hook_words(words: tuple[str, ...]) -> tuple[str, str, str | None, int | None, list[str]]:
-    """AGENT, EVENT, --root and --budget from the words, and what was wrong with them."""
-    positional: list[str] = []
-    root: str | None = None
-    budget: int | None = None
-    problems: list[str] = []
-    items = iter(words)
-    for word in items:
-        name, eq, value = word.partition("=")
-        if name in ("--root", "--budget"):
-            value = value if eq else next(items, "")
-            if name == "--root":
-                root = value or None
-            elif value.isdigit() and int(value) > 0:
-                budget = int(value)
-            else:
-                problems.append(f"--budget must be a positive number of tokens, got {value!r}")
-        elif word.startswith("-"):
-            problems.append(f"unknown option {word}")
-        else:
-            positional.append(word)
-    if len(positional) != 2:
-        problems.append(f"expected AGENT EVENT, got {' '.join(positional) or 'nothing'}")
-    agent, event = (positional + ["", ""])[:2]
-    return agent, event, root, budget, problems
 
 
 @click.command("import")
