@@ -1,0 +1,202 @@
+// memdir link graph: one <canvas>, no DOM node per vertex. A force layout over a spatial
+// grid (each node pushes only the nodes in its neighbouring cells), so a step costs about
+// O(nodes + edges) and 10k nodes stay interactive. Written for memdir; no dependency.
+"use strict";
+(function () {
+  var canvas = document.getElementById("graph");
+  if (!canvas) return;
+  var statusEl = document.getElementById("graph-status");
+  var ctx = canvas.getContext("2d");
+  var palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"];
+  var state = null;
+  var view = { x: 0, y: 0, k: 1 };
+  var found = -1;
+  var started = 0;
+
+  function size() {
+    var ratio = window.devicePixelRatio || 1;
+    canvas.width = Math.max(1, Math.floor(canvas.clientWidth * ratio));
+    canvas.height = Math.max(1, Math.floor(canvas.clientHeight * ratio));
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  }
+
+  function load(bundle) {
+    started = performance.now();
+    var url = canvas.dataset.src + (bundle ? "?bundle=" + encodeURIComponent(bundle) : "");
+    if (statusEl) statusEl.textContent = "loading…";
+    fetch(url, { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (data) { start(data); })
+      .catch(function (e) { if (statusEl) statusEl.textContent = "could not load the graph: " + e; });
+  }
+
+  function start(data) {
+    var n = data.nodes.length;
+    var xs = new Float32Array(n), ys = new Float32Array(n), vx = new Float32Array(n), vy = new Float32Array(n);
+    var spread = Math.sqrt(n) * 12 + 20;
+    for (var i = 0; i < n; i++) {
+      // a sunflower spiral: even, deterministic start positions
+      var r = spread * Math.sqrt((i + 0.5) / n), a = i * 2.399963;
+      xs[i] = r * Math.cos(a); ys[i] = r * Math.sin(a);
+    }
+    var e = data.edges, src = new Int32Array(e.length), dst = new Int32Array(e.length);
+    for (var j = 0; j < e.length; j++) { src[j] = e[j][0]; dst[j] = e[j][1]; }
+    state = { data: data, n: n, xs: xs, ys: ys, vx: vx, vy: vy, src: src, dst: dst, alpha: 1, steps: 0 };
+    view = { x: canvas.clientWidth / 2, y: canvas.clientHeight / 2, k: Math.min(1, canvas.clientWidth / (2.4 * spread)) };
+    found = -1;
+    draw();
+    var ms = Math.round(performance.now() - started);
+    canvas.dataset.firstRender = String(ms);
+    canvas.dataset.nodes = String(n);
+    window.memdirGraph = { firstRenderMs: ms, nodes: n, edges: e.length };
+    if (statusEl) statusEl.textContent = n + " nodes, " + e.length + " links; first render " + ms + " ms";
+    requestAnimationFrame(tick);
+  }
+
+  function step() {
+    var s = state, n = s.n, xs = s.xs, ys = s.ys, vx = s.vx, vy = s.vy;
+    var cell = 30, grid = new Map();
+    for (var i = 0; i < n; i++) {
+      var key = Math.floor(xs[i] / cell) * 73856093 ^ Math.floor(ys[i] / cell) * 19349663;
+      var list = grid.get(key);
+      if (list) list.push(i); else grid.set(key, [i]);
+    }
+    for (var i2 = 0; i2 < n; i2++) {
+      var cx = Math.floor(xs[i2] / cell), cy = Math.floor(ys[i2] / cell);
+      for (var dx = -1; dx <= 1; dx++) for (var dy = -1; dy <= 1; dy++) {
+        var near = grid.get((cx + dx) * 73856093 ^ (cy + dy) * 19349663);
+        if (!near) continue;
+        for (var t = 0; t < near.length; t++) {
+          var o = near[t];
+          if (o <= i2) continue;
+          var ddx = xs[i2] - xs[o], ddy = ys[i2] - ys[o], d2 = ddx * ddx + ddy * ddy + 0.01;
+          if (d2 > cell * cell) continue;
+          var f = 40 / d2;
+          vx[i2] += ddx * f; vy[i2] += ddy * f; vx[o] -= ddx * f; vy[o] -= ddy * f;
+        }
+      }
+    }
+    for (var j = 0; j < s.src.length; j++) {
+      var a = s.src[j], b = s.dst[j], ex = xs[b] - xs[a], ey = ys[b] - ys[a];
+      var d = Math.sqrt(ex * ex + ey * ey) + 0.01, pull = (d - 25) / d * 0.05;
+      vx[a] += ex * pull; vy[a] += ey * pull; vx[b] -= ex * pull; vy[b] -= ey * pull;
+    }
+    for (var k = 0; k < n; k++) {
+      vx[k] -= xs[k] * 0.0008; vy[k] -= ys[k] * 0.0008;  // a weak pull to the centre
+      xs[k] += vx[k] * s.alpha; ys[k] += vy[k] * s.alpha;
+      vx[k] *= 0.6; vy[k] *= 0.6;
+    }
+    s.alpha *= 0.985; s.steps++;
+  }
+
+  function tick() {
+    if (!state || state.alpha < 0.02) return;
+    step();
+    draw();
+    requestAnimationFrame(tick);
+  }
+
+  function draw() {
+    if (!state) return;
+    var s = state, w = canvas.clientWidth, h = canvas.clientHeight;
+    ctx.clearRect(0, 0, w, h);
+    ctx.save();
+    ctx.translate(view.x, view.y); ctx.scale(view.k, view.k);
+    ctx.globalAlpha = 0.35;
+    ctx.strokeStyle = getComputedStyle(canvas).color || "#888";
+    ctx.lineWidth = 1 / view.k;
+    ctx.beginPath();
+    for (var j = 0; j < s.src.length; j++) {
+      ctx.moveTo(s.xs[s.src[j]], s.ys[s.src[j]]); ctx.lineTo(s.xs[s.dst[j]], s.ys[s.dst[j]]);
+    }
+    ctx.stroke();
+    ctx.globalAlpha = 1;
+    var r = Math.max(1.5, 3 / view.k), nodes = s.data.nodes;
+    for (var g = 0; g < palette.length; g++) {
+      ctx.fillStyle = palette[g];
+      ctx.beginPath();
+      for (var i = 0; i < s.n; i++) {
+        if (nodes[i].group % palette.length !== g) continue;
+        ctx.rect(s.xs[i] - r, s.ys[i] - r, 2 * r, 2 * r);
+      }
+      ctx.fill();
+    }
+    if (found >= 0) {
+      ctx.strokeStyle = "#f0a500"; ctx.lineWidth = 3 / view.k;
+      ctx.beginPath(); ctx.arc(s.xs[found], s.ys[found], 10 / view.k, 0, 7); ctx.stroke();
+      ctx.fillStyle = getComputedStyle(canvas).color || "#000";
+      ctx.font = (13 / view.k) + "px system-ui";
+      ctx.fillText(nodes[found].title, s.xs[found] + 12 / view.k, s.ys[found]);
+    }
+    ctx.restore();
+  }
+
+  function nearest(px, py) {
+    if (!state) return -1;
+    var x = (px - view.x) / view.k, y = (py - view.y) / view.k, best = -1, bestD = (8 / view.k) * (8 / view.k);
+    for (var i = 0; i < state.n; i++) {
+      var dx = state.xs[i] - x, dy = state.ys[i] - y, d = dx * dx + dy * dy;
+      if (d < bestD) { bestD = d; best = i; }
+    }
+    return best;
+  }
+
+  function open(i) { if (i >= 0) window.location.href = "/doc/" + state.data.nodes[i].path.split("/").map(encodeURIComponent).join("/"); }
+
+  var drag = null, moved = false;
+  canvas.addEventListener("mousedown", function (ev) { drag = { x: ev.clientX, y: ev.clientY }; moved = false; });
+  window.addEventListener("mouseup", function (ev) {
+    if (drag && !moved) {
+      var box = canvas.getBoundingClientRect();
+      open(nearest(ev.clientX - box.left, ev.clientY - box.top));
+    }
+    drag = null;
+  });
+  window.addEventListener("mousemove", function (ev) {
+    if (!drag) return;
+    var dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3) moved = true;
+    view.x += dx; view.y += dy; drag = { x: ev.clientX, y: ev.clientY }; draw();
+  });
+  canvas.addEventListener("wheel", function (ev) {
+    ev.preventDefault();
+    var box = canvas.getBoundingClientRect(), px = ev.clientX - box.left, py = ev.clientY - box.top;
+    var f = ev.deltaY < 0 ? 1.15 : 1 / 1.15;
+    view.x = px - (px - view.x) * f; view.y = py - (py - view.y) * f; view.k *= f; draw();
+  }, { passive: false });
+  canvas.addEventListener("keydown", function (ev) {
+    var moves = { ArrowLeft: [40, 0], ArrowRight: [-40, 0], ArrowUp: [0, 40], ArrowDown: [0, -40] };
+    if (moves[ev.key]) { view.x += moves[ev.key][0]; view.y += moves[ev.key][1]; }
+    else if (ev.key === "+" || ev.key === "=") view.k *= 1.2;
+    else if (ev.key === "-") view.k /= 1.2;
+    else if (ev.key === "Enter") { open(found); return; }
+    else return;
+    ev.preventDefault(); draw();
+  });
+
+  var find = document.getElementById("find");
+  if (find) find.addEventListener("input", function () {
+    var q = find.value.trim().toLowerCase();
+    found = -1;
+    if (q && state) {
+      var nodes = state.data.nodes;
+      for (var i = 0; i < nodes.length; i++) {
+        if (nodes[i].title.toLowerCase().indexOf(q) >= 0 || nodes[i].path.toLowerCase().indexOf(q) >= 0) { found = i; break; }
+      }
+      if (found >= 0) {
+        view.x = canvas.clientWidth / 2 - state.xs[found] * view.k;
+        view.y = canvas.clientHeight / 2 - state.ys[found] * view.k;
+      }
+    }
+    if (statusEl && q) statusEl.textContent = found >= 0 ? "found: " + state.data.nodes[found].title + " (Enter on the canvas opens it)" : "no match";
+    draw();
+  });
+  if (find) find.addEventListener("keydown", function (ev) { if (ev.key === "Enter") { ev.preventDefault(); open(found); } });
+  var bundle = document.getElementById("bundle");
+  if (bundle) bundle.addEventListener("change", function () { load(bundle.value); });
+  var form = document.getElementById("graph-form");
+  if (form) form.addEventListener("submit", function (ev) { ev.preventDefault(); });
+  window.addEventListener("resize", function () { size(); draw(); });
+  size();
+  load("");
+})();
