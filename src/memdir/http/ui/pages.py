@@ -245,7 +245,7 @@ def document(request: Request) -> Response:
         history=views.history(norm),
         commit=sha,
         diff=views.diff(norm, sha) if sha else "",
-        turn_id=fm.get("id") if fm.get("type") == "turn" else None,
+        turn_id=fm.get("episode_id") if fm.get("type") == "turn" else None,
     )
 
 
