@@ -55,6 +55,7 @@ _env = Environment(
 )
 _env.filters["doc"] = render.doc_href
 _env.filters["q"] = lambda s: quote(str(s), safe="")
+_env.filters["value"] = lambda v: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 _markdown = render.Markdown()
 
 

@@ -219,7 +219,8 @@ def dag_svg(items: Sequence[DagItem], edges: Sequence[tuple[str, str]]) -> str:
         for c, item in enumerate(row):
             where[item.id] = (offset + c * (box_w + gap_x), gap_y / 2 + r * (box_h + gap_y))
     parts = [
-        f'<svg class="dag" viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
+        f'<svg class="dag" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
+        f'height="{height:.0f}" role="img" '
         f'aria-label="the turn graph: {len(items)} nodes, {len(edges)} edges">',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
         'markerHeight="7" orient="auto"><path d="M0 0 L10 5 L0 10 z" class="arrowhead"/>'
@@ -240,7 +241,8 @@ def dag_svg(items: Sequence[DagItem], edges: Sequence[tuple[str, str]]) -> str:
             f'<a href="{escape(item.href)}" class="dagnode" data-id="{escape(item.id)}">'
             f"<title>{escape(item.label)}</title>"
             f'<rect class="{cls}" x="{x:.1f}" y="{y:.1f}" width="{box_w}" height="{box_h}" rx="6"/>'
-            f'<text x="{x + box_w / 2:.1f}" y="{y + box_h / 2 + 4:.1f}" text-anchor="middle">'
+            f'<text class="{"self" if item.depth == 0 else "other"}" x="{x + box_w / 2:.1f}" '
+            f'y="{y + box_h / 2 + 4:.1f}" text-anchor="middle">'
             f"{escape(label)}</text></a>"
         )
     parts.append("</svg>")

@@ -42,7 +42,7 @@
     var e = data.edges, src = new Int32Array(e.length), dst = new Int32Array(e.length);
     for (var j = 0; j < e.length; j++) { src[j] = e[j][0]; dst[j] = e[j][1]; }
     state = { data: data, n: n, xs: xs, ys: ys, vx: vx, vy: vy, src: src, dst: dst, alpha: 1, steps: 0 };
-    view = { x: canvas.clientWidth / 2, y: canvas.clientHeight / 2, k: Math.min(1, canvas.clientWidth / (2.4 * spread)) };
+    view = { x: canvas.clientWidth / 2, y: canvas.clientHeight / 2, k: Math.min(4, Math.min(canvas.clientWidth, canvas.clientHeight) / (2.2 * spread)) };
     found = -1;
     draw();
     var ms = Math.round(performance.now() - started);
@@ -89,8 +89,21 @@
     s.alpha *= 0.985; s.steps++;
   }
 
+  function fit() {
+    var s = state, minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
+    for (var i = 0; i < s.n; i++) {
+      if (s.xs[i] < minX) minX = s.xs[i]; if (s.xs[i] > maxX) maxX = s.xs[i];
+      if (s.ys[i] < minY) minY = s.ys[i]; if (s.ys[i] > maxY) maxY = s.ys[i];
+    }
+    if (!s.n) return;
+    var w = canvas.clientWidth, h = canvas.clientHeight;
+    var k = Math.min(4, 0.9 * Math.min(w / Math.max(maxX - minX, 1), h / Math.max(maxY - minY, 1)));
+    view = { k: k, x: w / 2 - k * (minX + maxX) / 2, y: h / 2 - k * (minY + maxY) / 2 };
+  }
+
   function tick() {
-    if (!state || state.alpha < 0.02) return;
+    if (!state) return;
+    if (state.alpha < 0.02) { if (!drag && !state.fitted) { state.fitted = true; fit(); draw(); } return; }
     step();
     draw();
     requestAnimationFrame(tick);
@@ -120,6 +133,15 @@
         ctx.rect(s.xs[i] - r, s.ys[i] - r, 2 * r, 2 * r);
       }
       ctx.fill();
+    }
+    if (s.n <= 400 || view.k > 2.5) {  // labels once they can be read
+      ctx.fillStyle = getComputedStyle(canvas).color || "#000";
+      ctx.font = (11 / view.k) + "px system-ui";
+      var w0 = -view.x / view.k, h0 = -view.y / view.k, w1 = w0 + w / view.k, h1 = h0 + h / view.k;
+      for (var q = 0; q < s.n; q++) {
+        if (s.xs[q] < w0 || s.xs[q] > w1 || s.ys[q] < h0 || s.ys[q] > h1) continue;
+        ctx.fillText(nodes[q].title, s.xs[q] + 5 / view.k, s.ys[q] + 3 / view.k);
+      }
     }
     if (found >= 0) {
       ctx.strokeStyle = "#f0a500"; ctx.lineWidth = 3 / view.k;

@@ -8,7 +8,9 @@
   }
   var current = -1;
   function items() {
-    return Array.prototype.slice.call(document.querySelectorAll("main .list > li a:first-of-type, main .tree a"));
+    var found = document.querySelectorAll("main .list > li a:first-of-type, main .tree a, main .tree summary");
+    // only what is shown: a link inside a closed <details> cannot take the focus
+    return Array.prototype.filter.call(found, function (el) { return el.getClientRects().length > 0; });
   }
   document.addEventListener("keydown", function (ev) {
     if (ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target) || ev.target.id === "graph") return;
