@@ -156,6 +156,27 @@ def test_browse_groups_the_store_and_hides_quarantine(live: Live, store: UIStore
     assert "Inbox (" in page
 
 
+def test_browse_opens_a_folder_by_pages(live: Live, store: UIStore) -> None:
+    from memdir.http.ui import model
+
+    client = live.client()
+    page = client.get("/browse", params={"prefix": "wiki/kitchen/"}).text
+    listed = re.findall(r'class="path">([^<]+)<', page)
+    visible = [
+        r.path for r in uirows.visible(live.mem.index.conn) if r.path.startswith("wiki/kitchen/")
+    ]
+    assert listed == visible and "wiki/kitchen/notes/rye.md" in listed
+    for i in range(model.INLINE_GROUP + 1):  # a group too large to list inline
+        (store.root / "wiki" / "kitchen" / "big" / f"p{i:03d}.md").parent.mkdir(exist_ok=True)
+        (store.root / "wiki" / "kitchen" / "big" / f"p{i:03d}.md").write_text(f"# P{i}\n")
+    tree = client.get("/browse").text
+    assert f"Open all {model.INLINE_GROUP + 1} under wiki/kitchen/big/" in tree
+    assert "/doc/wiki/kitchen/big/p000.md" not in tree
+    first = client.get("/browse", params={"prefix": "wiki/kitchen/big/", "offset": "0"}).text
+    assert "/doc/wiki/kitchen/big/p000.md" in first
+    assert client.get("/browse", params={"prefix": "x", "offset": "-1"}).status_code == 400
+
+
 def test_thread_timeline_and_context_pack(live: Live, store: UIStore) -> None:
     page = live.client().get("/thread/t1").text
     timeline = page.split('id="timeline">')[1].split("</ol>")[0]
@@ -372,6 +393,9 @@ def test_a_prefix_token_sees_only_its_prefix(
     nodes = client.get("/graph.json").json()["nodes"]
     assert nodes and all(n["path"].startswith("wiki/") and "leak" not in n["path"] for n in nodes)
     assert client.get("/coverage").status_code == 403
+    assert client.get("/browse", params={"prefix": "private/"}).status_code == 403
+    wide = client.get("/browse", params={"prefix": ""}).text
+    assert "private/" not in wide and "leak.md" not in wide and "rye.md" in wide
     assert client.get(f"/turn/{store.turns[0]}").status_code == 403
     assert client.get(f"/turn/{store.turns[0]}/worklog").status_code == 403
     assert client.get("/thread/t1").status_code == 404  # no turn of it is visible

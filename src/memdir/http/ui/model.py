@@ -8,8 +8,10 @@ the snapshot when it lies outside the prefix) is refused or left out for it.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,6 +26,10 @@ from ...service import Memory
 from .render import DagItem, Point
 
 TURNS = "episodes/turns/"
+_UNMERGED = re.compile(r'"total_unmerged":\s*([0-9]+)')
+INLINE_GROUP = 60  # a browse group lists its documents inline up to this many
+INLINE_TOTAL = 1500  # and the page up to this many in all; larger groups open on their own
+PAGE = 500
 INBOX = "inbox/"
 QUARANTINE = "quarantine/"
 
@@ -86,6 +92,7 @@ class Views:
         self.mem = memory
         self._lock = threading.Lock()
         self._graph: tuple[int, LinkGraph] | None = None
+        self._report_cache: tuple[str, Any] | None = None
 
     @property
     def root(self) -> Path:
@@ -147,9 +154,10 @@ class Views:
             conn = self.mem.index.conn
             counts["inbox"] = uirows.zone_count(conn, INBOX)
             counts["quarantine"] = uirows.zone_count(conn, QUARANTINE)
-            report = self.mem.memory_report()
-            out["coverage"] = report.coverage_pct
-            out["unmerged"] = report.total_unmerged
+            text = self.mem.memory_report_text()
+            out["coverage"] = text.coverage_pct
+            found = _UNMERGED.search(text.json, 0, 2000)  # a field before the file lists
+            out["unmerged"] = int(found.group(1)) if found else 0
             out["drift"] = trend(self.root, "refine", "drift")
             out["mrr"] = trend(self.root, "evaluate", "mrr")
         snapshot = "SNAPSHOT.md"
@@ -162,12 +170,13 @@ class Views:
 
     def tree(self, principal: Principal) -> dict[str, Any]:
         """The store grouped as a person looks for it: turns by day, episodes, wiki bundles
-        and topics, the rest; the inbox (raw sources) for whole-store callers."""
+        and topics, the rest; the inbox (raw sources) for whole-store callers. Small groups
+        list their documents; a large one links to its own page (:meth:`folder`)."""
         rows = self.rows(principal)
-        days: dict[str, list[uirows.DocRow]] = {}
-        episodes: dict[str, list[uirows.DocRow]] = {}
-        wiki: dict[str, dict[str, list[uirows.DocRow]]] = {}
-        other: list[uirows.DocRow] = []
+        days: dict[str, list[Any]] = {}
+        episodes: dict[str, list[Any]] = {}
+        wiki: dict[str, dict[str, list[Any]]] = {}
+        other: list[Any] = []
         for r in rows:
             parts = r.path.split("/")
             if r.path.startswith(TURNS) and len(parts) >= 6:
@@ -179,15 +188,57 @@ class Views:
                 wiki.setdefault(parts[1], {}).setdefault(topic, []).append(r)
             else:
                 other.append(r)
-        inbox: list[dict[str, Any]] | None = None
+        budget = [INLINE_TOTAL]
+
+        def group(label: str, prefix: str, items: list[Any]) -> dict[str, Any]:
+            inline = len(items) <= INLINE_GROUP and len(items) <= budget[0]
+            if inline:
+                budget[0] -= len(items)
+            return {
+                "label": label,
+                "prefix": prefix,
+                "count": len(items),
+                "rows": items if inline else None,
+            }
+
+        out: dict[str, Any] = {
+            "days": [
+                group(day, TURNS + day.replace("-", "/") + "/", items)
+                for day, items in sorted(days.items(), reverse=True)
+            ],
+            "episodes": [group(k, f"episodes/{k}/", v) for k, v in sorted(episodes.items())],
+            "wiki": [
+                (
+                    bundle,
+                    [
+                        group(t or "(bundle)", f"wiki/{bundle}/{t}/" if t else f"wiki/{bundle}/", v)
+                        for t, v in sorted(topics.items())
+                    ],
+                )
+                for bundle, topics in sorted(wiki.items())
+            ],
+            "other": other[:PAGE],
+            "other_count": len(other),
+            "inbox": None,
+        }
         if not principal.prefix or INBOX.startswith(principal.prefix):
             inbox = self.mem.ls(INBOX)
+            out["inbox"] = group("Inbox", INBOX, inbox)
+        return out
+
+    def folder(self, principal: Principal, prefix: str, offset: int) -> dict[str, Any]:
+        """One page of the documents under ``prefix`` (the inbox's raw sources included)."""
+        asked = principal.confine(prefix) or ""
+        if asked.startswith(INBOX):
+            rows: list[Any] = list(self.mem.ls(asked))
+        else:
+            rows = [r for r in self.rows(principal) if r.path.startswith(asked)]
         return {
-            "days": sorted(days.items(), reverse=True),
-            "episodes": sorted(episodes.items()),
-            "wiki": sorted((b, sorted(t.items())) for b, t in wiki.items()),
-            "other": other,
-            "inbox": inbox,
+            "prefix": asked,
+            "count": len(rows),
+            "offset": offset,
+            "rows": rows[offset : offset + PAGE],
+            "page": PAGE,
         }
 
     # -- document ----------------------------------------------------------------------
@@ -310,7 +361,7 @@ class Views:
 
     def coverage(self, principal: Principal) -> dict[str, Any]:
         principal.require_unconfined("the memory report")
-        report = self.mem.memory_report()
+        report = self._report()
         ages: dict[str, float] = {}
         for entry in report.unmerged:
             try:
@@ -325,8 +376,22 @@ class Views:
             "ages": ages,
             "by_folder": sorted(scopes.items()),
             "quarantine": self.mem.quarantine_list(),
-            "bundles": [str(b["bundle"]) for b in self.mem.bundle_list()],
+            "bundles": [b.name for b in self.mem.program().bundles],
         }
+
+    def _report(self) -> Any:
+        """The memory report, parsed once per report text (the text itself is cached in the
+        index; parsing its file lists is what costs at 100k documents)."""
+        text = self.mem.memory_report_text()
+        with self._lock:
+            if self._report_cache is not None and self._report_cache[0] == text.json:
+                return self._report_cache[1]
+        from ...kiwi import report as coverage
+
+        parsed = coverage.report_from_json(json.loads(text.json))
+        with self._lock:
+            self._report_cache = (text.json, parsed)
+        return parsed
 
     def release(self, principal: Principal, path: str, bundle: str, topic: str) -> dict[str, Any]:
         principal.require("write", "releasing a quarantined source")

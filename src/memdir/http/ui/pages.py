@@ -191,7 +191,12 @@ def _day(value: str, name: str) -> str:
 
 
 def browse(request: Request) -> Response:
-    return _page(request, "browse.html", tree=_views(request).tree(_principal(request)))
+    principal = _principal(request)
+    if "prefix" in request.query_params:
+        offset = _int(request.query_params.get("offset", "0") or "0", "offset", 0, 10**9)
+        folder = _views(request).folder(principal, request.query_params["prefix"], offset)
+        return _page(request, "browse.html", folder=folder, tree=None)
+    return _page(request, "browse.html", tree=_views(request).tree(principal), folder=None)
 
 
 def _rendered(request: Request, path: str, content: str) -> Markup:

@@ -104,8 +104,12 @@
   function tick() {
     if (!state) return;
     if (state.alpha < 0.02) { if (!drag && !state.fitted) { state.fitted = true; fit(); draw(); } return; }
+    var t0 = performance.now();
     step();
     draw();
+    var spent = performance.now() - t0;  // one layout step and one redraw: the frame cost
+    state.frameMs = state.frameMs ? 0.9 * state.frameMs + 0.1 * spent : spent;
+    canvas.dataset.frameMs = state.frameMs.toFixed(1);
     requestAnimationFrame(tick);
   }
 
