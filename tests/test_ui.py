@@ -406,3 +406,68 @@ def test_a_prefix_token_sees_only_its_prefix(
 def test_a_bearer_header_works_for_pages_too(guarded: Live, tokens: dict[str, str]) -> None:
     assert guarded.client(tokens["admin"]).get("/coverage").status_code == 200
     assert guarded.client("mdt_nope").get("/coverage").status_code == 401
+
+
+def test_hostile_paths_read_nothing_outside_the_store(live: Live, store: UIStore) -> None:
+    client = live.client()
+    for probe in (
+        "/doc/%2e%2e/%2e%2e/etc/passwd",
+        "/doc/../../etc/passwd",
+        "/doc/.git/config",
+        "/doc/.memdir/config.toml",
+        "/doc/%2fetc%2fpasswd",
+    ):
+        answer = client.get(probe)
+        assert answer.status_code in (400, 403, 404), probe
+        assert "root:" not in answer.text and "[core]" not in answer.text
+    for probe in ("/thread/..%2f..%2fetc", "/thread/%00"):
+        assert client.get(probe).status_code in (400, 404)
+    huge = httpx.Client(base_url=live.url, cookies={"memdir_session": "x" * 5000})
+    assert huge.get("/").status_code == 200  # no tokens: the cookie is not even read
+
+
+def test_two_people_release_the_same_source_at_once(live: Live) -> None:
+    [entry] = live.mem.quarantine_list()
+    form = {"path": entry["path"], "bundle": "money"}
+    answers: list[int] = []
+
+    def release() -> None:
+        with live.client() as client:
+            answer = client.post("/coverage/release", data=form, headers={"Origin": live.url})
+            answers.append(answer.status_code)
+
+    workers = [threading.Thread(target=release) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert sorted(answers)[0] == 303 and all(code in (303, 404, 409) for code in answers)
+    assert live.mem.quarantine_list() == []
+    released = list((live.mem.root / "inbox").glob("*-vat.md"))
+    assert len(released) == 1
+
+
+def test_live_events_keep_to_the_token_prefix(guarded: Live, tokens: dict[str, str]) -> None:
+    seen: list[str] = []
+    quiet = httpx.Timeout(10, read=2.0)  # the stream ends once nothing comes for 2 s
+
+    def listen() -> None:
+        headers = {"Authorization": f"Bearer {tokens['wiki']}"}
+        with httpx.Client(base_url=guarded.url, headers=headers, timeout=quiet) as client:
+            try:
+                with client.stream("GET", "/events", params={"interval": "0.1"}) as stream:
+                    for line in stream.iter_lines():
+                        seen.append(line)
+            except httpx.ReadTimeout:
+                return
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not any("hello" in s for s in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any('"turns": 0' in s for s in seen)  # the prefix holds no turn
+    record = guarded.mem.record_turn(thread="hidden", input="secret?", output="no")
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert record.id not in "\n".join(seen) and "event: turn" not in "\n".join(seen)
