@@ -191,6 +191,20 @@ def test_thread_timeline_and_context_pack(live: Live, store: UIStore) -> None:
     assert live.client().get("/thread/nobody").status_code == 404
 
 
+def test_a_long_thread_shows_its_newest_turns_whole(
+    live: Live, store: UIStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memdir.http.ui import model
+
+    monkeypatch.setattr(model, "FULL_TURNS", 1)
+    page = live.client().get("/thread/t1").text
+    timeline = page.split('id="timeline">')[1].split("</ol>")[0]
+    assert "How long to proof?" in timeline and "And for rye?" not in timeline
+    earlier = re.findall(r'href="/turn/([^"]+)"', page.split('id="earlier">')[1].split("</ol>")[0])
+    assert earlier == store.turns[:2]  # oldest first, each a link to its turn
+    assert "3 turns" in page
+
+
 def test_turn_page_draws_its_ancestors_and_descendants(live: Live, store: UIStore) -> None:
     t1, t2, t3 = store.turns
     page = live.client().get(f"/turn/{t2}").text

@@ -20,7 +20,9 @@ from typing import Any
 
 from ...access import Principal
 from ...doc import paths as docpaths
+from ...doc.turnrecord import parse_turn
 from ...engine import runs
+from ...errors import MemdirError
 from ...index import uirows
 from ...service import Memory
 from .render import DagItem, Point
@@ -30,6 +32,7 @@ _UNMERGED = re.compile(r'"total_unmerged":\s*([0-9]+)')
 INLINE_GROUP = 60  # a browse group lists its documents inline up to this many
 INLINE_TOTAL = 1500  # and the page up to this many in all; larger groups open on their own
 PAGE = 500
+FULL_TURNS = 50  # a thread page shows this many newest turns whole, the rest as links
 INBOX = "inbox/"
 QUARANTINE = "quarantine/"
 
@@ -295,15 +298,24 @@ class Views:
 
     # -- turns -------------------------------------------------------------------------
 
-    def thread(self, principal: Principal, thread: str, last: int) -> list[Any]:
+    def thread(self, principal: Principal, thread: str, last: int) -> dict[str, Any]:
+        """The latest ``last`` turns of a thread, oldest first: the newest ``FULL_TURNS`` as
+        records (input, compact, output), the earlier ones as index rows (a link each)."""
         leaks = self.leaks(principal)
         nodes = [
             n for n in self.mem.thread(thread, last=last) if self.shown(principal, n.path, leaks)
         ]
+        full, earlier = nodes[:FULL_TURNS], nodes[FULL_TURNS:]
+        linked = docpaths.through_symlinks(self.root, [n.path for n in full])
         records = []
-        for node in reversed(nodes):  # oldest first: a timeline
-            records.append(self.mem.turn_show(node.id))
-        return records
+        for node in reversed(full):
+            if node.path in linked:
+                continue
+            try:
+                records.append(parse_turn(self.mem.store.read_text(node.path)))
+            except (OSError, MemdirError):
+                continue  # removed or rewritten since the index saw it
+        return {"records": records, "earlier": list(reversed(earlier)), "count": len(nodes)}
 
     def dag(
         self, principal: Principal, turn_id: str, depth: int = 4

@@ -260,14 +260,24 @@ def thread(request: Request) -> Response:
     views = _views(request)
     name = request.path_params["thread"]
     last = _int(request.query_params.get("last", "50"), "last", 1, 10_000)
-    turns = views.thread(principal, name, last)
-    if not turns:
+    found = views.thread(principal, name, last)
+    if not found["count"]:
         raise NotFound(f"no turns in thread {name!r}")
     pack = None
     if not principal.prefix:
-        user = request.query_params.get("user", turns[-1].user)
+        newest = found["records"][-1] if found["records"] else None
+        user = request.query_params.get("user", newest.user if newest else "")
         pack = views.context(principal, name, user, request.query_params.get("keywords", ""))
-    return _page(request, "thread.html", thread=name, turns=turns, pack=pack, last=last)
+    return _page(
+        request,
+        "thread.html",
+        thread=name,
+        turns=found["records"],
+        earlier=found["earlier"],
+        count=found["count"],
+        pack=pack,
+        last=last,
+    )
 
 
 def _int(value: str, name: str, low: int, high: int) -> int:
