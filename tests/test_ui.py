@@ -242,6 +242,9 @@ def test_release_from_the_coverage_page_is_a_commit_by_the_person(
     page = client.get("/coverage").text
     [entry] = live.mem.quarantine_list()
     assert entry["path"] in page and "no bundle scope fits" in page
+    unmerged = live.mem.memory_report().unmerged
+    turns = sum(1 for e in unmerged if e.path.startswith("episodes/turns/"))
+    assert turns == 3 and f"episodes/turns {turns}" in page  # unmerged, by folder
     form = {"path": entry["path"], "bundle": "money", "topic": "tax"}
     refused = client.post("/coverage/release", data=form)  # no Origin: not from its pages
     assert refused.status_code == 403 and live.mem.quarantine_list() == [entry]

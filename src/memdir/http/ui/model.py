@@ -381,7 +381,7 @@ class Views:
             except OSError:
                 continue
         unmerged = sorted(report.unmerged, key=lambda e: ages.get(e.path, 0.0))
-        scopes = Counter(e.path.split("/")[1] if e.path.count("/") > 1 else "" for e in unmerged)
+        scopes = Counter("/".join(e.path.split("/")[:-1][:2]) for e in unmerged)
         return {
             "report": report,
             "unmerged": unmerged,
