@@ -14,6 +14,7 @@ import posixpath
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ class Views:
         self.mem = memory
         self._lock = threading.Lock()
         self._graph: tuple[int, LinkGraph] | None = None
-        self._report_cache: tuple[str, Any] | None = None
+        self._memo: dict[tuple[Any, ...], tuple[int, Any]] = {}
 
     @property
     def root(self) -> Path:
@@ -127,12 +128,44 @@ class Views:
         return not any(path == x or (x.endswith("/") and path.startswith(x)) for x in leaks)
 
     def rows(self, principal: Principal) -> list[uirows.DocRow]:
+        rows = self.graph().rows
+        if not principal.prefix:
+            return rows
         leaks = self.leaks(principal)
-        return [r for r in self.graph().rows if self.shown(principal, r.path, leaks)]
+        return [r for r in rows if self.shown(principal, r.path, leaks)]
+
+    def cached(self, name: str, principal: Principal, build: Callable[[], Any]) -> Any:
+        """``build()``, kept while the index generation stays the same (per prefix: what a
+        page derives from every row costs most of a second at 100k documents)."""
+        self.mem.sync()
+        generation = self.mem.index.generation
+        key = (name, principal.prefix, tuple(self.leaks(principal)))
+        with self._lock:
+            hit = self._memo.get(key)
+            if hit is not None and hit[0] == generation:
+                return hit[1]
+        value = build()
+        with self._lock:
+            if len(self._memo) > 64:
+                self._memo.clear()
+            self._memo[key] = (generation, value)
+        return value
 
     # -- home --------------------------------------------------------------------------
 
     def home(self, principal: Principal) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.cached("home", principal, lambda: self._home(principal)))
+        out["counts"] = dict(out["counts"])
+        if not principal.prefix:
+            out["drift"] = trend(self.root, "refine", "drift")
+            out["mrr"] = trend(self.root, "evaluate", "mrr")
+        snapshot = "SNAPSHOT.md"
+        out["snapshot"] = None
+        if principal.covers(snapshot) and (self.root / snapshot).is_file():
+            out["snapshot"] = self.mem.read(snapshot).content
+        return out
+
+    def _home(self, principal: Principal) -> dict[str, Any]:
         rows = self.rows(principal)
         turns = [r for r in rows if r.type == "turn" and r.path.startswith(TURNS)]
         episodes = [r for r in rows if r.path.startswith("episodes/") and r.type != "turn"]
@@ -161,17 +194,14 @@ class Views:
             out["coverage"] = text.coverage_pct
             found = _UNMERGED.search(text.json, 0, 2000)  # a field before the file lists
             out["unmerged"] = int(found.group(1)) if found else 0
-            out["drift"] = trend(self.root, "refine", "drift")
-            out["mrr"] = trend(self.root, "evaluate", "mrr")
-        snapshot = "SNAPSHOT.md"
-        out["snapshot"] = None
-        if principal.covers(snapshot) and (self.root / snapshot).is_file():
-            out["snapshot"] = self.mem.read(snapshot).content
         return out
 
     # -- browse ------------------------------------------------------------------------
 
     def tree(self, principal: Principal) -> dict[str, Any]:
+        return dict(self.cached("tree", principal, lambda: self._tree(principal)))
+
+    def _tree(self, principal: Principal) -> dict[str, Any]:
         """The store grouped as a person looks for it: turns by day, episodes, wiki bundles
         and topics, the rest; the inbox (raw sources) for whole-store callers. Small groups
         list their documents; a large one links to its own page (:meth:`folder`)."""
@@ -373,7 +403,18 @@ class Views:
 
     def coverage(self, principal: Principal) -> dict[str, Any]:
         principal.require_unconfined("the memory report")
-        report = self._report()
+        out = dict(self.cached("coverage", principal, self._coverage))
+        out["quarantine"] = self.mem.quarantine_list()
+        out["bundles"] = [b.name for b in self.mem.program().bundles]
+        return out
+
+    def _coverage(self) -> dict[str, Any]:
+        """The report and its unmerged episodes by age (the report's time-dependent metrics
+        are as of the index generation's first request)."""
+        text = self.mem.memory_report_text()
+        from ...kiwi import report as coverage
+
+        report = coverage.report_from_json(json.loads(text.json))
         ages: dict[str, float] = {}
         for entry in report.unmerged:
             try:
@@ -387,23 +428,7 @@ class Views:
             "unmerged": unmerged,
             "ages": ages,
             "by_folder": sorted(scopes.items()),
-            "quarantine": self.mem.quarantine_list(),
-            "bundles": [b.name for b in self.mem.program().bundles],
         }
-
-    def _report(self) -> Any:
-        """The memory report, parsed once per report text (the text itself is cached in the
-        index; parsing its file lists is what costs at 100k documents)."""
-        text = self.mem.memory_report_text()
-        with self._lock:
-            if self._report_cache is not None and self._report_cache[0] == text.json:
-                return self._report_cache[1]
-        from ...kiwi import report as coverage
-
-        parsed = coverage.report_from_json(json.loads(text.json))
-        with self._lock:
-            self._report_cache = (text.json, parsed)
-        return parsed
 
     def release(self, principal: Principal, path: str, bundle: str, topic: str) -> dict[str, Any]:
         principal.require("write", "releasing a quarantined source")
