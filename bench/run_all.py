@@ -11,6 +11,7 @@ ones. The full-size runs behind docs/benchmarks.md (each takes minutes to an hou
     python bench/vector_scale.py --docs 100000 --queries 200
     python bench/server_load.py --clients 16 --seconds 60
     python bench/reindex_load.py --readers 4 --seconds 60 --docs 2000
+    python bench/ui.py --count 100000 --turns 500 --requests 30 --graph-nodes 10000
     python bench/locomo.py --data locomo10-dev.json --audit errors.json --mode hybrid
 
 LoCoMo needs its data file, which is not in the repository: set MEMDIR_LOCOMO_DATA (and
@@ -38,6 +39,7 @@ QUICK: dict[str, list[str]] = {
     "vector_scale.py": ["--docs", "2000", "--queries", "20"],
     "server_load.py": ["--clients", "2", "--seconds", "5"],
     "reindex_load.py": ["--readers", "2", "--seconds", "5", "--docs", "300"],
+    "ui.py": ["--count", "2000", "--turns", "100", "--requests", "5", "--graph-nodes", "1000"],
 }
 
 
