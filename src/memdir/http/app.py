@@ -1,4 +1,5 @@
-"""Build the ASGI app: the JSON API under ``/v1/``, KiwiFS's report path, and MCP at ``/mcp``.
+"""Build the ASGI app: the JSON API under ``/v1/``, KiwiFS's report path, MCP at ``/mcp``,
+and the web UI at ``/`` (:mod:`memdir.http.ui`).
 
 One :class:`~memdir.service.Memory` serves every request. Handlers are plain
 functions run in a thread pool, so reads run in parallel (SQLite WAL, one
