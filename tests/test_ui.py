@@ -488,3 +488,28 @@ def test_live_events_keep_to_the_token_prefix(guarded: Live, tokens: dict[str, s
     thread.join(timeout=15)
     assert not thread.is_alive()
     assert record.id not in "\n".join(seen) and "event: turn" not in "\n".join(seen)
+
+
+def test_a_revoked_token_ends_its_open_event_stream(
+    guarded: Live, store: UIStore, tokens: dict[str, str]
+) -> None:
+    from helpers import run_cli
+
+    seen: list[str] = []
+    ended = threading.Event()
+
+    def listen() -> None:
+        client = sign_in(guarded, tokens["reader"])
+        with client.stream("GET", "/events", params={"interval": "0.1"}) as stream:
+            for line in stream.iter_lines():
+                seen.append(line)
+        ended.set()
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not any("hello" in s for s in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert any("hello" in s for s in seen) and not ended.is_set()
+    assert run_cli("token", "revoke", "viewer", cwd=store.root).returncode == 0
+    assert ended.wait(timeout=10)  # the server closed the stream

@@ -384,7 +384,7 @@ async def events(request: Request) -> Response:
         seen, size = await anyio.to_thread.run_sync(snapshot)
         yield {"event": "hello", "data": json.dumps({"turns": len(seen)})}
         while True:
-            if await request.is_disconnected():
+            if await request.is_disconnected() or not _still_signed_in(request, principal):
                 return
             await asyncio.sleep(interval)
             now, new_size = await anyio.to_thread.run_sync(snapshot)
@@ -402,6 +402,24 @@ async def events(request: Request) -> Response:
             seen, size = now, new_size
 
     return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+def _still_signed_in(request: Request, principal: Principal) -> bool:
+    """Whether the token (or session) that opened a long stream still holds: a token revoked,
+    or a session ended, while the stream is open ends it."""
+    if not principal.authenticated:
+        return True
+    registry = _registry(request)
+    authorization = request.headers.get("authorization")
+    if authorization:
+        try:
+            registry.authenticate(authorization, required=True)
+        except MemdirError:
+            return False
+        return True
+    sessions = request.state.sessions
+    digest = sessions.digest(cookie_value(request.headers.get("cookie")))
+    return digest is not None and registry.by_digest(digest) is not None
 
 
 def _runs_after(root: Path, offset: int) -> list[dict[str, str]]:
