@@ -131,7 +131,7 @@ def test_search_shows_pointers_with_why_and_filters(live: Live) -> None:
     results = page.split('id="results">')[1].split("</ol>")[0]
     paths = re.findall(r'class="path">([^<]+)<', results)
     assert "wiki/kitchen/notes/starter.md" in paths
-    assert "why:" in results and re.search(r'class="score"[^>]*>[0-9.]+<', results)
+    assert "why:" in results and re.search(r'class="score"[^>]*>-?[0-9.]+(e[+-][0-9]+)?<', results)
     narrowed = client.get("/search", params={"q": "starter", "mode": "bm25", "prefix": "episodes/"})
     kept = re.findall(r'class="path">([^<]+)<', narrowed.text.split('id="results">')[1])
     assert kept and all(p.startswith("episodes/") for p in kept)
