@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean install ui-browser ui-screenshots
+.PHONY: demo test lint typecheck unit bench clean install claude-cli ui-browser ui-screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -59,6 +59,12 @@ install:
 		mkdir -p $(TOOL_BIN) && ln -sf $(TOOL_HOME)/venv/bin/memdir $(TOOL_BIN)/memdir && \
 		echo "memdir installed in $(TOOL_HOME)/venv, linked from $(TOOL_BIN)/memdir"; \
 	fi
+
+# The real Claude Code CLI for tests/test_claude_e2e.py, kept in the checkout (git-ignored).
+CLAUDE_CLI := .cache/claude-cli
+claude-cli:
+	npm install --prefix $(CLAUDE_CLI) --no-audit --no-fund @anthropic-ai/claude-code
+	$(CLAUDE_CLI)/node_modules/.bin/claude --version
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -11,8 +11,11 @@ ones. The full-size runs behind docs/benchmarks.md (each takes minutes to an hou
     python bench/vector_scale.py --docs 100000 --queries 200
     python bench/server_load.py --clients 16 --seconds 60
     python bench/reindex_load.py --readers 4 --seconds 60 --docs 2000
+    python bench/stores.py --stores 100
+    python bench/sync.py --turns 1000
     python bench/ui.py --count 100000 --turns 500 --requests 30 --graph-nodes 10000
     python bench/locomo.py --data locomo10-dev.json --audit errors.json --mode hybrid
+    python bench/pack_recall.py --data locomo10-dev.json --audit errors.json
 
 LoCoMo needs its data file, which is not in the repository: set MEMDIR_LOCOMO_DATA (and
 optionally MEMDIR_LOCOMO_AUDIT) to run it here on its first conversation; otherwise it is
@@ -39,6 +42,8 @@ QUICK: dict[str, list[str]] = {
     "vector_scale.py": ["--docs", "2000", "--queries", "20"],
     "server_load.py": ["--clients", "2", "--seconds", "5"],
     "reindex_load.py": ["--readers", "2", "--seconds", "5", "--docs", "300"],
+    "stores.py": ["--stores", "6", "--notes", "3", "--max-open", "3", "--rounds", "1"],
+    "sync.py": ["--turns", "100"],
     "ui.py": ["--count", "2000", "--turns", "100", "--requests", "5", "--graph-nodes", "1000"],
 }
 
@@ -64,13 +69,15 @@ def main() -> int:
     locomo = locomo_args()
     if locomo is not None:
         plan["locomo.py"] = locomo
+        plan["pack_recall.py"] = [a for a in locomo if a not in ("--mode", "bm25")]
     present = sorted(p.name for p in BENCH.glob("*.py") if p.name not in NOT_BENCHMARKS)
     results: list[tuple[str, str, float]] = []
     for name in present:
         if args.only and name not in args.only and name.removesuffix(".py") not in args.only:
             continue
         if name not in plan:
-            why = "needs MEMDIR_LOCOMO_DATA" if name == "locomo.py" else "no quick settings"
+            needs_data = name in ("locomo.py", "pack_recall.py")
+            why = "needs MEMDIR_LOCOMO_DATA" if needs_data else "no quick settings"
             results.append((name, f"skipped ({why})", 0.0))
             continue
         command = [sys.executable, str(BENCH / name), *plan[name]]

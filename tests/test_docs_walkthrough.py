@@ -192,3 +192,38 @@ def test_init_force_commits_only_what_it_adds(store_root: Path) -> None:
     assert sorted(changed) == ["PROGRAM.md", "inbox/.gitkeep"]
     status = _git(store_root, "status", "--porcelain").splitlines()
     assert " M HARNESS.md" in status and "?? notes/" in status
+
+
+# The tour's lines that start servers or a watcher: they run until stopped.
+LONG_RUNNING = ("memdir watch", "memdir serve", "memdir mcp")
+
+
+def test_the_readme_tour_runs_as_written_in_a_fresh_store(tmp_path: Path) -> None:
+    """Every command of the README's tour, in order, by bash, in a new home folder."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    tour = readme.split("## A short tour of the CLI", 1)[1].split("```sh\n", 1)[1]
+    lines = [
+        line for line in tour.split("\n```", 1)[0].splitlines()
+        if not line.startswith(LONG_RUNNING)
+    ]  # fmt: skip
+    assert any(line.startswith("memdir init ~/agent-memory") for line in lines)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    src = Path(__file__).resolve().parents[1] / "src"
+    memdir = bin_dir / "memdir"
+    memdir.write_text(f'#!/bin/sh\nPYTHONPATH={src} exec {sys.executable} -m memdir "$@"\n')
+    memdir.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PATH": f"{bin_dir}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    script = "set -euo pipefail\n" + "\n".join(lines) + "\n"
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, check=False, timeout=600
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    out = done.stdout.decode()
+    store = home / "agent-memory"
+    assert "wiki/ops/deploys.md" in out  # search, grep
+    assert "wiki/ops/rollback/rollback-drill.md" in out  # filed, then found by query
+    assert "hit@1=1.0" in out  # evaluate answered the question the tour adds
+    assert len(list((store / "episodes" / "turns").rglob("*.md"))) == 2

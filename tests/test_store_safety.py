@@ -344,17 +344,25 @@ def test_processes_that_meet_one_damaged_index_at_once_share_one_new_index(
                 time.sleep(0.5)
                 raise
         db._connect = slow_to_notice
-        time.sleep(float(sys.argv[2]) - time.time())  # all start at one moment
+        go = Path(sys.argv[2])
+        Path(f"{go}.ready-{sys.argv[3]}").touch()
+        while not go.exists():  # all start at one moment, however slow their start-up
+            time.sleep(0.005)
         conn = db.connect(Path(sys.argv[1]))
         conn.execute("CREATE TABLE IF NOT EXISTS seen (who TEXT)")
         conn.execute("INSERT INTO seen VALUES (?)", (sys.argv[3],))
         conn.close()
         """
     )
-    start = str(time.time() + 1.5)
+    go = root.parent / "go"
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, str(db), start, str(n)]) for n in range(6)
+        subprocess.Popen([sys.executable, "-c", script, str(db), str(go), str(n)]) for n in range(6)
     ]
+    deadline = time.monotonic() + 60
+    while len(list(root.parent.glob("go.ready-*"))) < 6:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+        time.sleep(0.01)
+    go.touch()
     assert [proc.wait(timeout=60) for proc in procs] == [0] * 6
     # One copy set aside, and every process wrote into the one index now in place.
     assert len(list((root / ".memdir").glob("index.db.damaged-*[0-9]"))) == 1

@@ -148,3 +148,11 @@ class UnsupportedMediaType(InvalidInput):
 
 class GitError(MemdirError):
     code = "git_error"
+
+
+class SyncError(MemdirError):
+    """A step of ``memdir sync`` the remote or git refused (unreachable, a push refused, a
+    merge in the way). Nothing is lost: local commits stay and the next sync retries."""
+
+    code = "sync_failed"
+    http_status = 502

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import lazy
 from .doc.turnrecord import TurnRecord
 from .documents.verbs import DoctorReport, Documents, GrepHit, ReadResult
 from .engine.verbs import KnowledgeEngine
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from .documents.reportcache import ReportText
+    from .engine import remote as remote_sync
     from .engine.program import Program
     from .files.store import WriteResult
     from .index import SyncStats
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from .turns.pack import ContextPack
     from .vectors.embedder import Embedder
     from .vectors.index import VectorIndex, VectorSyncStats
+else:  # loaded by the first sync (memdir.lazy)
+    remote_sync = lazy.module("memdir.engine.remote")
 
 
 class Memory:
@@ -376,6 +380,21 @@ class Memory:
         """Move a quarantined source back to the inbox naming ``bundle`` (and ``topic``), so
         the next consolidate files it there."""
         return self.engine.quarantine_release(path, bundle=bundle, topic=topic, actor=actor)
+
+    # -- sync over git (memdir.engine.remote, docs/sync.md) -----------------------------
+
+    def git_sync(self, *, remote: str = "", branch: str = "") -> dict[str, Any]:
+        """Commit what is pending, fetch, integrate, push; then the index (touched paths
+        only) and the generated files in step. ``remote``/``branch`` default to ``[sync]``."""
+        return remote_sync.run(self.engine, remote=remote, branch=branch)
+
+    def sync_conflicts(self) -> list[dict[str, str]]:
+        """Files changed on two machines that nobody resolved yet (``conflicts/``)."""
+        return remote_sync.conflicts(self.engine)
+
+    def resolve_conflict(self, path: str, *, keep: str, actor: str = "") -> dict[str, Any]:
+        """Keep the ``current`` version of ``path`` or the ``other`` side's; one commit."""
+        return remote_sync.resolve(self.engine, path, keep=keep, actor=actor)
 
     def refine(self, *, label: str | None = None) -> dict[str, Any]:
         """The drift audit, compared with the previous refine run (written to runs.tsv)."""

@@ -128,6 +128,14 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class SyncSettings:
+    remote: str = "origin"
+    branch: str = ""  # the branch checked out
+    debounce_seconds: float = 5.0
+    interval_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
 class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -138,6 +146,7 @@ class Settings:
     turns: TurnSettings = field(default_factory=TurnSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    sync: SyncSettings = field(default_factory=SyncSettings)
 
     def replace(self, **sections: Mapping[str, Any]) -> Settings:
         """A copy with some fields changed: ``s.replace(store={"git_commit": False})``."""

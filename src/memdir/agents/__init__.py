@@ -5,7 +5,11 @@
 - :mod:`memdir.agents.record`: those turns recorded through :class:`memdir.Memory`, once;
 - :mod:`memdir.agents.spool`: the per-session folder (lock, spool) under ``.memdir/hooks/``;
 - :mod:`memdir.agents.hooks`: ``memdir hook AGENT EVENT``, the one entry point of every hook.
-- :mod:`memdir.agents.imports`: ``memdir import AGENT``, the turns of past sessions.
+- :mod:`memdir.agents.imports`: ``memdir import AGENT``, the turns of past sessions;
+- :mod:`memdir.agents.wiring`: the hook commands and the MCP server entry an agent runs;
+- :mod:`memdir.agents.plugin`: the Claude Code plugin (texts in ``agents/data``);
+- :mod:`memdir.agents.install`: ``memdir agent install|uninstall``, the agent's config edited;
+- :mod:`memdir.agents.doctor`: ``memdir agent doctor``, the wiring checked by running it.
 
 Importing the package costs nothing: a hook that only appends to its spool (PostToolUse)
 imports no more than it needs.

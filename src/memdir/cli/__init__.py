@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reindex": ("memdir.cli.store:reindex_cmd", "Bring the index in step, or rebuild it."),
     "doctor": ("memdir.cli.store:doctor_cmd", "Compare the index with the files."),
     "watch": ("memdir.cli.store:watch_cmd", "Keep the index in step as files change (Linux)."),
+    "sync": ("memdir.cli.sync:sync_group", "Sync the store with a git remote; its conflicts."),
     "bundle": ("memdir.cli.engine:bundle_group", "Bundles: add, list, remove."),
     "ingest": ("memdir.cli.engine:ingest_cmd", "Place raw sources in inbox/ for consolidation."),
     "consolidate": ("memdir.cli.engine:consolidate_cmd", "Inbox sources to cited articles."),
@@ -50,10 +51,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("memdir.http.command:serve_cmd", "Serve the HTTP API and MCP over HTTP (/mcp)."),
     "mcp": ("memdir.mcp.command:mcp_cmd", "Serve MCP over stdio for agent clients."),
     "token": ("memdir.cli.server:token_group", "Create, list and revoke bearer tokens."),
+    "store": ("memdir.cli.stores:store_group", "The stores of a server of many stores."),
     "turn": ("memdir.cli.turns:turn_group", "Turn records and their DAG."),
     "context": ("memdir.cli.turns:context_cmd", "Mode one: the context pack for a turn."),
     "hook": ("memdir.cli.agents:hook_cmd", "Handle an agent's hook event (Claude Code, Codex)."),
     "import": ("memdir.cli.agents:import_cmd", "Record the turns of an agent's past sessions."),
+    "agent": ("memdir.cli.agents:agent_group", "Wire memdir into Claude Code or Codex."),
 }
 
 

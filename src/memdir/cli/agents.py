@@ -135,3 +135,185 @@ def import_cmd(
         where = item["file"] + (f":{item['line']}" if "line" in item else "")
         what = f" turn {item['turn']}" if "turn" in item else ""
         click.echo(f"  skipped {where}{what}: {item['reason']}")
+
+
+# -- memdir agent: wire memdir into an agent ------------------------------------------------
+
+_AGENT = click.Choice(["claude-code", "codex"])
+_memdir_flag = click.option(
+    "--memdir",
+    "memdir_cmd",
+    metavar="CMD",
+    default=None,
+    help="The command that runs memdir in the agent (default: this install's absolute path).",
+)
+_store_flag = click.option(
+    "--root",
+    "store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Pin the store (default: the hooks' rule, docs/agents.md).",
+)
+
+
+def _pinned(store: Path | None) -> Path | None:
+    from ..files.layout import is_store
+
+    if store is None:
+        return None
+    store = store.expanduser().absolute()
+    if not is_store(store):
+        raise InvalidInput(f"{store} is not a memdir store (create it with: memdir init {store})")
+    return store
+
+
+@click.group("agent")
+def agent_group() -> None:
+    """Wire memdir into Claude Code or Codex: install, uninstall, doctor (docs/agents.md).
+
+    Example: memdir agent install claude-code && memdir agent doctor claude-code
+    """
+
+
+@agent_group.command("plugin")
+@click.argument("agent", type=click.Choice(["claude-code"]))
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="The folder."
+)
+@_store_flag
+@_memdir_flag
+def plugin_cmd(agent: str, out: Path, store: Path | None, memdir_cmd: str | None) -> None:
+    """Write the Claude Code plugin (hooks, MCP server, skill, commands) into --out.
+
+    Example: memdir agent plugin claude-code --out ~/memdir-plugin && claude --plugin-dir
+    ~/memdir-plugin
+    """
+    from ..agents import plugin
+    from ..agents.wiring import memdir_command
+
+    written = plugin.write(out, memdir_command(memdir_cmd), _pinned(store))
+    for path in written:
+        click.echo(str(path))
+
+
+def _scope(project: Path | None, user: bool) -> Path | None:
+    if project is not None and user:
+        raise InvalidInput("give --project DIR or --user, not both")
+    if project is None:
+        return None
+    project = project.expanduser().absolute()
+    if not project.is_dir():
+        raise InvalidInput(f"--project {project} is not a folder")
+    return project
+
+
+def _change(install: bool):  # type: ignore[no-untyped-def]
+    verb = "install" if install else "uninstall"
+
+    @click.argument("agent", type=_AGENT)
+    @click.option(
+        "--project",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="In this project's config (.claude/, .mcp.json, .codex/).",
+    )
+    @click.option("--user", is_flag=True, help="In the user's config (the default).")
+    @click.option("--dry-run", is_flag=True, help="Print what would change; write nothing.")
+    def command(
+        agent: str,
+        project: Path | None,
+        user: bool,
+        dry_run: bool,
+        store: Path | None = None,
+        memdir_cmd: str | None = None,
+    ) -> None:
+        from ..agents import install as installer
+        from ..agents.wiring import memdir_command
+
+        folder = _scope(project, user)
+        memdir = memdir_command(memdir_cmd)
+        root = _pinned(store) if install else None
+        changes = installer.plan(agent, install, project=folder, memdir=memdir, root=root)
+        for change in changes:
+            click.echo(f"{'would ' if dry_run else ''}{change.action} {change.path}")
+            if dry_run:
+                click.echo(change.diff(), nl=False)
+        if not changes:
+            click.echo(f"nothing to {verb}: {agent} is {'already' if install else 'not'} wired")
+        if dry_run:
+            return
+        paths = list(installer.places(agent, folder, os.environ).values())
+        installer.apply(changes, install, forget=None if install else paths)
+
+    return command
+
+
+install_cmd = agent_group.command(
+    "install",
+    help=(
+        "Wire memdir into AGENT: hooks, MCP server, skill and commands (idempotent).\n\n"
+        "Only memdir's entries are added; `memdir agent uninstall` takes them out again.\n\n"
+        "Example: memdir agent install claude-code --project ."
+    ),
+)(_store_flag(_memdir_flag(_change(True))))
+uninstall_cmd = agent_group.command(
+    "uninstall",
+    help=(
+        "Take memdir out of AGENT's config, leaving every other setting as it was.\n\n"
+        "Example: memdir agent uninstall claude-code --project ."
+    ),
+)(_change(False))
+
+
+@agent_group.command("mcp")
+@_store_flag
+@click.pass_context
+def agent_mcp_cmd(ctx: click.Context, store: Path | None) -> None:
+    """Serve MCP over stdio on the store the hooks use (what the plugin starts).
+
+    Example: memdir agent mcp --root ~/agent-memory
+    """
+    from ..agents.locate import locate
+
+    chosen = locate(str(store) if store else root_option(ctx, None))
+    group = ctx.find_root().command
+    assert isinstance(group, click.Group)
+    server = group.get_command(ctx, "mcp")  # by name: no adapter imports another
+    if server is None:
+        raise InvalidInput("this memdir has no mcp command")
+    ctx.invoke(server, root=str(chosen))
+
+
+@agent_group.command("where")
+@_store_flag
+@click.pass_context
+def where_cmd(ctx: click.Context, store: Path | None) -> None:
+    """Print the store the hooks would use from here (creating the user store if needed).
+
+    Example: memdir agent where
+    """
+    from ..agents.locate import locate
+
+    click.echo(str(locate(str(store) if store else root_option(ctx, None))))
+
+
+@agent_group.command("doctor")
+@click.argument("agent", type=_AGENT)
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Check this project's config instead of the user's.",
+)
+def agent_doctor_cmd(agent: str, project: Path | None) -> None:
+    """Check that memdir is wired into AGENT and works: its hooks and MCP server run for real.
+
+    Exits 1 when a check fails. Example: memdir agent doctor claude-code
+    """
+    from ..agents.doctor import diagnose
+
+    checks = diagnose(agent, _scope(project, False))
+    for check in checks:
+        click.echo(check.line())
+    if not all(check.ok for check in checks):
+        raise SystemExit(1)

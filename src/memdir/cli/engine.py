@@ -214,6 +214,8 @@ def refine_cmd(
             click.echo(f"  oversized topic: {item}")
         if result["stale_index"]:
             click.echo("  search index is stale: run memdir reindex")
+        for path in result.get("sync_conflicts", []):
+            click.echo(f"  changed on two machines: {path} (memdir sync conflicts)")
     if fail_on_regress and result["label"] == "regress":
         ctx.exit(1)
 

@@ -58,3 +58,9 @@ def derived_id(ms: int, key: str) -> str:
 
     digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:10], "big")
     return _encode(max(ms, 0) & ((1 << 48) - 1), 10) + _encode(digest, 16)
+
+
+def tag(length: int = 6) -> str:
+    """``length`` random base32 characters: what makes a name that carries a date or a slug
+    unique across machines (two stores synced over git name their episodes apart)."""
+    return _encode(int.from_bytes(os.urandom(8), "big"), length)

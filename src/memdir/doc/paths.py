@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import UnsafePath
 
 PRIVATE_DIRS = frozenset({".git", ".memdir"})
-HIDDEN_ZONES = ("quarantine/",)
+HIDDEN_ZONES = ("quarantine/", "conflicts/")  # conflicts/: the other side of a sync (files/sync.py)
 # What file systems allow for one name, and a depth no memory needs (deeper paths made
 # a RecursionError in mkdir before they reached the file system's own limit).
 MAX_NAME_BYTES = 255

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import lazy
-from ..doc import frontmatter
+from ..doc import frontmatter, ids
 from ..doc.text import one_line, read_utf8
 from ..doc.tokencount import count as count_tokens
 from ..errors import InvalidDocument, InvalidInput
@@ -111,7 +111,7 @@ class Experience:
     ) -> str:
         now = reflect.now_utc()
         stamp = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
-        eid = f"operational-{verb}-{stamp}"
+        eid = f"operational-{verb}-{stamp}-{ids.tag(4)}"
         rel = f"episodes/operational/{now:%Y/%m/%d}/{eid}.md"
         n = 2
         while (self._root / rel).exists():
@@ -161,8 +161,10 @@ class Experience:
         except InvalidInput as exc:
             raise InvalidDocument(exc.message) from None
         now = reflect.now_utc()
-        signal = f"signal-{terms.slugify(slug or situation, 40)}"
-        base = f"life-{now:%Y-%m-%d}" if kind == "life" else signal
+        # The tag makes the id unique beyond this store: stores synced over git never name
+        # two episodes alike (memdir.files.sync relies on it).
+        signal = f"signal-{terms.slugify(slug or situation, 40)}-{ids.tag()}"
+        base = f"life-{now:%Y-%m-%d}-{ids.tag()}" if kind == "life" else signal
         eid, n = base, 2
         while list((self._root / "episodes" / kind).rglob(f"{eid}.md")):
             eid, n = f"{base}-{n}", n + 1
@@ -224,7 +226,12 @@ class Experience:
     def _turn_count(self) -> int:
         return sum(1 for _ in files.markdown_under(self._root, "episodes/turns"))
 
-    def reflect_into(self, batch: files.Batch, *, now: datetime | None = None) -> dict[str, Any]:
+    def reflect_into(
+        self, batch: files.Batch, *, now: datetime | None = None, distill: bool = True
+    ) -> dict[str, Any]:
+        """LESSONS.md, SNAPSHOT.md and the router of episodes written from the episodes;
+        with ``distill``, old episodes are marked distilled first (reflect), without it
+        the files are only written again from what is there (a sync's merge)."""
         moment = now or reflect.now_utc()
         prog = self.program()
         episodes: list[reflect.Episode] = []
@@ -236,7 +243,9 @@ class Experience:
                 if ep is not None:
                     episodes.append(ep)
         lessons = reflect.lessons_from(episodes)
-        stamped = reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days)
+        stamped = (
+            reflect.to_distill(lessons, moment, prog.thresholds.distill_age_days) if distill else []
+        )
         for ep in stamped:
             # Through the batch, so a run that fails later puts the episode back too.
             text = read_utf8(self._root / ep.path)

@@ -22,6 +22,7 @@ from .experience import Experience
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from ..files import sync as gitsync
     from ..files.store import Store
     from ..index import Index
     from ..settings import Settings
@@ -46,6 +47,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     terms = lazy.module("memdir.engine.terms")
     threads = lazy.module("memdir.engine.threads")
     wiki = lazy.module("memdir.engine.wiki")
+    gitsync = lazy.module("memdir.files.sync")
     writing = lazy.module("memdir.engine.writer")
 
 ACTOR = "memdir-engine"
@@ -425,6 +427,8 @@ class KnowledgeEngine:
         delta = audit.drift - (before if before is not None else audit.drift)
         result = audit.to_dict()
         result.update({"label": verdict, "delta": delta, "previous": before})
+        # Files two machines both changed, waiting for a person (memdir.files.sync).
+        result["sync_conflicts"] = [c.path for c in gitsync.open_conflicts(self._root)]
         if label_run:
             head = f"run=refine {verdict}"
             notes: dict[str, Any] = {"drift": audit.drift, "delta": f"{delta:+d}"}

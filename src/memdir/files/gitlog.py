@@ -117,6 +117,11 @@ class GitLog:
     def enabled(self) -> bool:
         return (self.root / ".git").exists()
 
+    @property
+    def lock(self) -> FileLock:
+        """The store's git lock: every commit of memdir's holds it (so does ``memdir sync``)."""
+        return self._lock
+
     def queue(self, paths: list[str], actor: str, message: str) -> None:
         message = claims.annotate(message)  # an unchecked X-Actor, beside the token's name
         if not self.enabled:

@@ -51,9 +51,37 @@ def _root(ctx: click.Context, root: str | None) -> str | None:
     default=None,
     help="The store (default: --root of memdir, MEMDIR_ROOT, or found by walking up).",
 )
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Serve this store at /v1/stores/NAME/ and /mcp/NAME (repeatable; docs/http.md).",
+)
+@click.option(
+    "--stores-config",
+    type=click.Path(dir_okay=False),
+    help="A server config whose [stores] table names the stores (read again when it changes).",
+)
+@click.option("--max-open", type=int, default=16, show_default=True, help="Stores open at once.")
+@click.option(
+    "--idle-seconds",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Close a store no request used for this long.",
+)
 @click.pass_context
 def serve_cmd(
-    ctx: click.Context, host: str | None, port: int | None, no_mcp: bool, root: str | None
+    ctx: click.Context,
+    host: str | None,
+    port: int | None,
+    no_mcp: bool,
+    root: str | None,
+    stores: tuple[str, ...],
+    stores_config: str | None,
+    max_open: int,
+    idle_seconds: float,
 ) -> None:
     """Serve the HTTP API (/v1/ ...) and MCP over streamable HTTP (/mcp).
 
@@ -72,6 +100,10 @@ def serve_cmd(
             "pip install 'memdir[server]'"
         )
     import uvicorn
+
+    if stores or stores_config:
+        _serve_many(host, port, not no_mcp, stores, stores_config, max_open, idle_seconds)
+        return
 
     from ..access import TokenRegistry
     from ..settings import config_path
@@ -147,6 +179,72 @@ def serve_cmd(
         if isinstance(exc, MemdirError):
             raise exc
         raise click.ClickException(f"the server stopped: {exc}")
+
+
+def _serve_many(
+    host: str | None,
+    port: int | None,
+    mcp: bool,
+    flags: tuple[str, ...],
+    config_file: str | None,
+    max_open: int,
+    idle_seconds: float,
+) -> None:
+    """One server, many stores (memdir.http.stores): each store's own tokens, MCP and close."""
+    from pathlib import Path
+
+    import uvicorn
+
+    from ..files.catalogue import Catalogue, parse_flags, read_config
+    from ..settings import Settings
+    from .stores import StoreRouter
+
+    defaults = Settings().server
+    host = host or defaults.host
+    port = defaults.port if port is None else port
+    public = not is_loopback(host)
+    catalogue = Catalogue(parse_flags(flags), Path(config_file).absolute() if config_file else None)
+    if config_file:
+        read_config(Path(config_file))  # a broken file is an error now, not at the first request
+    if max_open < 1:
+        raise ConfigError("--max-open must be at least 1")
+
+    def open_app(name: str, path: Path) -> Any:
+        from ..service import Memory
+        from .app import create_app
+
+        found, settings = server_settings(str(path))
+        mem = Memory.open(found, settings=settings)
+        try:
+            # Off loopback every store needs its tokens: a store without one answers 401.
+            return create_app(mem, mcp=mcp, require_auth=True if public else None)
+        except BaseException:
+            mem.close()
+            raise
+
+    _configure_logging(True)
+    router = StoreRouter(catalogue, open_app, max_open=max_open, idle_seconds=idle_seconds)
+    logging.getLogger("memdir.http").warning(
+        "memdir serving %d store(s) on http://%s:%d at /v1/stores/NAME/ (MCP %s); at most %d "
+        "open, closed after %gs idle",
+        len(catalogue.current()),
+        host,
+        port,
+        "at /mcp/NAME" if mcp else "off",
+        max_open,
+        idle_seconds,
+    )
+    uvicorn.Server(
+        uvicorn.Config(
+            router,
+            host=host,
+            port=port,
+            access_log=False,
+            log_level="warning",
+            lifespan="on",
+            ws="none",
+        )
+    ).run()
 
 
 def _configure_logging(access: bool) -> None:
