@@ -458,7 +458,8 @@ def test_two_people_release_the_same_source_at_once(live: Live) -> None:
         worker.start()
     for worker in workers:
         worker.join(timeout=30)
-    assert sorted(answers)[0] == 303 and all(code in (303, 404, 409) for code in answers)
+    # the one that comes second finds no quarantined source there: an error page, not a 500
+    assert sorted(answers)[0] == 303 and all(c == 303 or 400 <= c < 500 for c in answers), answers
     assert live.mem.quarantine_list() == []
     released = list((live.mem.root / "inbox").glob("*-vat.md"))
     assert len(released) == 1

@@ -97,6 +97,7 @@ class Views:
         self._lock = threading.Lock()
         self._graph: tuple[int, LinkGraph] | None = None
         self._memo: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self._release_lock = threading.Lock()
 
     @property
     def root(self) -> Path:
@@ -434,7 +435,12 @@ class Views:
         principal.require("write", "releasing a quarantined source")
         principal.require_unconfined("the quarantine queue")
         actor = principal.name if principal.authenticated else "web"
-        return self.mem.quarantine_release(path, bundle=bundle, topic=topic or None, actor=actor)
+        # One release at a time: Memory.quarantine_release checks and moves without a lock,
+        # so two at once could both release the source, or fail halfway with a 500.
+        with self._release_lock:
+            return self.mem.quarantine_release(
+                path, bundle=bundle, topic=topic or None, actor=actor
+            )
 
     # -- graph -------------------------------------------------------------------------
 
