@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean install claude-cli
+.PHONY: demo test lint typecheck unit bench clean install claude-cli ui-browser ui-screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,17 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# The web UI in a real browser: Debian's chromium (installed when apt-get can), driven by
+# Playwright (in the dev extra); ui-screenshots also rewrites docs/ui/*.png.
+ui-browser: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		{ apt-get install -y chromium >/dev/null 2>&1 || sudo -n apt-get install -y chromium \
+		  >/dev/null 2>&1 || echo "chromium not installed: the browser tests will skip"; }
+	$(BIN)/python -m pytest -q tests/test_ui_browser.py -rs
+
+ui-screenshots: $(STAMP)
+	MEMDIR_UI_SCREENSHOTS=1 $(BIN)/python -m pytest -q tests/test_ui_browser.py -rs
 
 # `memdir` on the user's PATH: pipx or uv's tool install where present, else a venv of its
 # own in $(TOOL_HOME) with a link in $(TOOL_BIN) (docs/agents.md).

@@ -13,6 +13,7 @@ ones. The full-size runs behind docs/benchmarks.md (each takes minutes to an hou
     python bench/reindex_load.py --readers 4 --seconds 60 --docs 2000
     python bench/stores.py --stores 100
     python bench/sync.py --turns 1000
+    python bench/ui.py --count 100000 --turns 500 --requests 30 --graph-nodes 10000
     python bench/locomo.py --data locomo10-dev.json --audit errors.json --mode hybrid
     python bench/pack_recall.py --data locomo10-dev.json --audit errors.json
 
@@ -43,6 +44,7 @@ QUICK: dict[str, list[str]] = {
     "reindex_load.py": ["--readers", "2", "--seconds", "5", "--docs", "300"],
     "stores.py": ["--stores", "6", "--notes", "3", "--max-open", "3", "--rounds", "1"],
     "sync.py": ["--turns", "100"],
+    "ui.py": ["--count", "2000", "--turns", "100", "--requests", "5", "--graph-nodes", "1000"],
 }
 
 

@@ -242,6 +242,15 @@ class TokenRegistry:
             raise Unauthorized("missing bearer token: send Authorization: Bearer <token>")
         return self._check(authorization)
 
+    def by_digest(self, digest: str) -> Principal | None:
+        """The principal of the token whose stored hash is ``digest`` (a web UI session
+        keeps only that), or None once it is revoked."""
+        self.refresh()
+        for stored, entry in self._by_hash.items():
+            if hmac.compare_digest(stored, digest):
+                return Principal(entry.name, entry.scope, entry.prefix)
+        return None
+
     def _check(self, authorization: str) -> Principal:
         kind, _, token = authorization.strip().partition(" ")
         token = token.strip()

@@ -1,4 +1,5 @@
-"""Build the ASGI app: the JSON API under ``/v1/``, KiwiFS's report path, and MCP at ``/mcp``.
+"""Build the ASGI app: the JSON API under ``/v1/``, KiwiFS's report path, MCP at ``/mcp``,
+and the web UI at ``/`` (:mod:`memdir.http.ui`).
 
 One :class:`~memdir.service.Memory` serves every request. Handlers are plain
 functions run in a thread pool, so reads run in parallel (SQLite WAL, one
@@ -23,7 +24,7 @@ from starlette.routing import Route
 from .. import __version__
 from ..access import TokenRegistry
 from ..service import Memory
-from . import apidocs, engine_routes, errors, routes, turn_routes
+from . import apidocs, engine_routes, errors, routes, turn_routes, ui
 from .middleware import ServerMiddleware
 
 log = logging.getLogger("memdir.http")
@@ -92,6 +93,7 @@ def create_api(memory: Memory, registry: TokenRegistry, *, mcp: bool = True) -> 
     app.include_router(apidocs.router)
     if mount is not None:
         app.router.routes.append(Route("/mcp", endpoint=mount, include_in_schema=False))
+    app.router.routes.extend(ui.routes())  # the web UI at /, over the same Memory
     return app
 
 

@@ -12,11 +12,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import quote
 
 from starlette.exceptions import HTTPException
 
-from ..access import Principal, TokenRegistry, is_loopback
-from ..errors import Forbidden, MemdirError, TooLarge, UnsupportedMediaType
+from ..access import LOCAL, Principal, TokenRegistry, is_loopback
+from ..errors import Forbidden, MemdirError, TooLarge, Unauthorized, UnsupportedMediaType
+from .sessions import Sessions, cookie_value
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -28,6 +30,25 @@ access_log = logging.getLogger("memdir.access")
 
 OPEN_PATHS = frozenset({"/health", "/v1/health"})
 """Answered without a token (they reveal nothing about the store)."""
+
+API_ROOTS = frozenset({"v1", "api", "mcp", "openapi.json", "docs", "health"})
+"""First path segments of the API; every other path belongs to the web UI (``memdir.http.ui``),
+which also takes a sign-in session cookie instead of a bearer header."""
+
+UI_OPEN_PATHS = frozenset({"/signin", "/favicon.ico"})
+"""UI paths answered before sign-in (the sign-in form; ``/static/`` too: the package's assets)."""
+
+
+def is_ui_path(path: str) -> bool:
+    return path.lstrip("/").split("/", 1)[0] not in API_ROOTS
+
+
+def _ui_open(path: str) -> bool:
+    return path in UI_OPEN_PATHS or path.startswith("/static/")
+
+
+class SignInNeeded(Exception):
+    """A UI request without a valid session where auth is on: sent to the sign-in page."""
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -67,6 +88,20 @@ async def _send_error(send: Send, status: int, code: str, message: str) -> None:
         headers.append((b"www-authenticate", b"Bearer"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _send_sign_in(send: Send, scope: Scope) -> None:
+    """A page asked for without a session goes to the sign-in form; anything else is a 401."""
+    if str(scope.get("method", "GET")).upper() not in ("GET", "HEAD"):
+        error = Unauthorized("sign in first: this page needs a session")
+        await _send_error(send, error.http_status, error.code, error.message)
+        return
+    query = scope.get("query_string", b"").decode("latin-1")
+    target = str(scope.get("path", "/")) + (f"?{query}" if query else "")
+    location = "/signin?next=" + quote(target, safe="")
+    headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _check_host(scope: Scope) -> None:
@@ -129,6 +164,7 @@ def _check_cross_site(scope: Scope) -> None:
     method = str(scope.get("method", "GET")).upper()
     if method not in UNSAFE_METHODS and not _is_mcp(scope):
         return
+    ui = is_ui_path(str(scope.get("path", "")))
     site = (_header(scope, b"sec-fetch-site") or "").strip().lower()
     if site and site not in ("same-origin", "none"):
         raise Forbidden(
@@ -144,6 +180,16 @@ def _check_cross_site(scope: Scope) -> None:
                 f"cross-origin request refused: Origin {printable(origin)!r} is not this "
                 f"server's origin ({own})"
             )
+    if ui and method in UNSAFE_METHODS:
+        # The UI's forms change the store: only its own pages may send them. Browsers send
+        # Origin (or Sec-Fetch-Site) with every POST; a request that carries neither is
+        # refused rather than trusted.
+        if origin is None and site != "same-origin":
+            raise Forbidden(
+                "a state-changing request to the web UI must come from its own pages "
+                "(no Origin header was sent)"
+            )
+        return  # forms post application/x-www-form-urlencoded; Origin was checked above
     _check_content_type(scope, method)
 
 
@@ -174,10 +220,17 @@ def _default_actor(principal: Principal | None) -> str:
 class ServerMiddleware:
     """Authenticates every request, bounds its body and writes one access-log line."""
 
-    def __init__(self, app: ASGIApp, registry: TokenRegistry, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        registry: TokenRegistry,
+        max_body_bytes: int,
+        sessions: Sessions | None = None,
+    ) -> None:
         self.app = app
         self.registry = registry
         self.max_body_bytes = max_body_bytes
+        self.sessions = sessions if sessions is not None else Sessions()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -196,8 +249,12 @@ class ServerMiddleware:
             principal = self._authenticate(scope)
             if principal is None:
                 return
-            scope.setdefault("state", {})["principal"] = principal
+            state = scope.setdefault("state", {})
+            state["principal"] = principal
+            state["sessions"] = self.sessions
             await self._guarded(scope, receive, send_logged)
+        except SignInNeeded:
+            await _send_sign_in(send_logged, scope)
         except MemdirError as exc:
             if status["code"] == 0:
                 await _send_error(send_logged, exc.http_status, exc.code, exc.message)
@@ -217,12 +274,27 @@ class ServerMiddleware:
         remote = not _peer_is_loopback(scope)
         if not self.registry.required and not remote:
             _check_host(scope)
-        if scope.get("path") in OPEN_PATHS:
+        path = str(scope.get("path", ""))
+        if path in OPEN_PATHS:
             try:
                 return self.registry.authenticate(authorization, required=remote)
             except MemdirError:
                 return Principal("anonymous", "read", authenticated=False)
+        if not authorization and is_ui_path(path):
+            return self._ui_principal(scope, path, remote)
         return self.registry.authenticate(authorization, required=remote)
+
+    def _ui_principal(self, scope: Scope, path: str, remote: bool) -> Principal:
+        """The caller of a UI page sent without a bearer header: its session's token."""
+        if not (self.registry.required or remote):
+            return LOCAL
+        digest = self.sessions.digest(cookie_value(_header(scope, b"cookie")))
+        found = self.registry.by_digest(digest) if digest else None
+        if found is not None:
+            return found
+        if _ui_open(path):
+            return Principal("anonymous", "read", authenticated=False)
+        raise SignInNeeded
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_body_bytes

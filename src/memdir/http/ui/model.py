@@ -1,0 +1,485 @@
+"""What the pages show, gathered from :class:`~memdir.service.Memory` for one caller.
+
+Every list is narrowed to the caller's token as the API narrows it: a prefix token sees
+only documents under its prefix (by name, and not through a symlink leading out of it),
+and what covers the whole store (coverage, the quarantine queue, runs, the context pack,
+the snapshot when it lies outside the prefix) is refused or left out for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...access import Principal
+from ...doc import paths as docpaths
+from ...doc.turnrecord import parse_turn
+from ...engine import runs
+from ...errors import MemdirError
+from ...index import uirows
+from ...service import Memory
+from .render import DagItem, Point
+
+TURNS = "episodes/turns/"
+_UNMERGED = re.compile(r'"total_unmerged":\s*([0-9]+)')
+INLINE_GROUP = 60  # a browse group lists its documents inline up to this many
+INLINE_TOTAL = 1500  # and the page up to this many in all; larger groups open on their own
+PAGE = 500
+FULL_TURNS = 50  # a thread page shows this many newest turns whole, the rest as links
+INBOX = "inbox/"
+QUARANTINE = "quarantine/"
+
+
+@dataclass
+class LinkGraph:
+    """The visible documents and their link edges resolved to paths (one index generation)."""
+
+    rows: list[uirows.DocRow]
+    titles: dict[str, str]
+    edges: list[tuple[str, str, str]]  # (source, target, kind), both paths
+    backlinks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    stems: dict[str, list[str]] = field(default_factory=dict)
+
+    def resolve(self, source: str, target: str, kind: str) -> str | None:
+        """The path a link of ``source`` names, or None when it names no visible document."""
+        target = target.strip()
+        if not target or "://" in target or target.startswith(("mailto:", "#")):
+            return None
+        target = target.split("#", 1)[0].split("|", 1)[0].strip()
+        if not target:
+            return None
+        if kind == "markdown":
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
+            return rel if rel in self.titles else None
+        bare = target.lstrip("/")
+        for candidate in (bare, bare + ".md"):
+            if candidate in self.titles:
+                return candidate
+        stem = posixpath.basename(bare).removesuffix(".md").lower()
+        found = self.stems.get(stem, [])
+        if not found:
+            return None
+        bundle = "/".join(source.split("/")[:2]) + "/"
+        same = [p for p in found if p.startswith(bundle)]
+        return (same or found)[0]
+
+
+def build_graph(rows: list[uirows.DocRow], raw: list[tuple[str, str, str]]) -> LinkGraph:
+    titles = {r.path: r.title for r in rows}
+    graph = LinkGraph(rows=rows, titles=titles, edges=[])
+    for path in titles:
+        stem = posixpath.basename(path).removesuffix(".md").lower()
+        graph.stems.setdefault(stem, []).append(path)
+    seen: set[tuple[str, str]] = set()
+    for source, kind, target in raw:
+        dest = graph.resolve(source, target, kind)
+        if dest is None or dest == source or (source, dest) in seen:
+            continue
+        seen.add((source, dest))
+        graph.edges.append((source, dest, kind))
+        graph.backlinks.setdefault(dest, []).append((source, kind))
+    return graph
+
+
+class Views:
+    """The data of every page, over one ``Memory`` (one per server)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.mem = memory
+        self._lock = threading.Lock()
+        self._graph: tuple[int, LinkGraph] | None = None
+        self._memo: dict[tuple[Any, ...], tuple[int, Any]] = {}
+        self._release_lock = threading.Lock()
+
+    @property
+    def root(self) -> Path:
+        return self.mem.root
+
+    # -- the caller's view of the store ---------------------------------------------
+
+    def graph(self) -> LinkGraph:
+        """The whole store's link graph, rebuilt when the index changed."""
+        self.mem.sync()
+        generation = self.mem.index.generation
+        with self._lock:
+            if self._graph is not None and self._graph[0] == generation:
+                return self._graph[1]
+            conn = self.mem.index.conn
+            built = build_graph(uirows.visible(conn), uirows.edges(conn))
+            self._graph = (generation, built)
+            return built
+
+    def leaks(self, principal: Principal) -> list[str]:
+        """Paths under the caller's prefix that lead out of it through a symlink."""
+        if not principal.prefix:
+            return []
+        return docpaths.links_out(self.root, principal.prefix)
+
+    def shown(self, principal: Principal, path: str, leaks: list[str]) -> bool:
+        if not principal.covers(path):
+            return False
+        return not any(path == x or (x.endswith("/") and path.startswith(x)) for x in leaks)
+
+    def rows(self, principal: Principal) -> list[uirows.DocRow]:
+        rows = self.graph().rows
+        if not principal.prefix:
+            return rows
+        leaks = self.leaks(principal)
+        return [r for r in rows if self.shown(principal, r.path, leaks)]
+
+    def cached(self, name: str, principal: Principal, build: Callable[[], Any]) -> Any:
+        """``build()``, kept while the index generation stays the same (per prefix: what a
+        page derives from every row costs most of a second at 100k documents)."""
+        self.mem.sync()
+        generation = self.mem.index.generation
+        key = (name, principal.prefix, tuple(self.leaks(principal)))
+        with self._lock:
+            hit = self._memo.get(key)
+            if hit is not None and hit[0] == generation:
+                return hit[1]
+        value = build()
+        with self._lock:
+            if len(self._memo) > 64:
+                self._memo.clear()
+            self._memo[key] = (generation, value)
+        return value
+
+    # -- home --------------------------------------------------------------------------
+
+    def home(self, principal: Principal) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self.cached("home", principal, lambda: self._home(principal)))
+        out["counts"] = dict(out["counts"])
+        if not principal.prefix:
+            out["drift"] = trend(self.root, "refine", "drift")
+            out["mrr"] = trend(self.root, "evaluate", "mrr")
+        snapshot = "SNAPSHOT.md"
+        out["snapshot"] = None
+        if principal.covers(snapshot) and (self.root / snapshot).is_file():
+            out["snapshot"] = self.mem.read(snapshot).content
+        return out
+
+    def _home(self, principal: Principal) -> dict[str, Any]:
+        rows = self.rows(principal)
+        turns = [r for r in rows if r.type == "turn" and r.path.startswith(TURNS)]
+        episodes = [r for r in rows if r.path.startswith("episodes/") and r.type != "turn"]
+        articles = [
+            r
+            for r in rows
+            if r.path.startswith("wiki/")
+            and posixpath.basename(r.path) not in ("index.md", "log.md")
+        ]
+        counts: dict[str, int | None] = {
+            "turns": len(turns),
+            "threads": len({r.thread for r in turns if r.thread}),
+            "episodes": len(episodes),
+            "articles": len(articles),
+            "inbox": None,
+            "quarantine": None,
+        }
+        out: dict[str, Any] = {"counts": counts, "whole": not principal.prefix}
+        latest = sorted(turns, key=lambda r: r.created, reverse=True)[:10]
+        out["latest"] = latest
+        if not principal.prefix:
+            conn = self.mem.index.conn
+            counts["inbox"] = uirows.zone_count(conn, INBOX)
+            counts["quarantine"] = uirows.zone_count(conn, QUARANTINE)
+            text = self.mem.memory_report_text()
+            out["coverage"] = text.coverage_pct
+            found = _UNMERGED.search(text.json, 0, 2000)  # a field before the file lists
+            out["unmerged"] = int(found.group(1)) if found else 0
+        return out
+
+    # -- browse ------------------------------------------------------------------------
+
+    def tree(self, principal: Principal) -> dict[str, Any]:
+        return dict(self.cached("tree", principal, lambda: self._tree(principal)))
+
+    def _tree(self, principal: Principal) -> dict[str, Any]:
+        """The store grouped as a person looks for it: turns by day, episodes, wiki bundles
+        and topics, the rest; the inbox (raw sources) for whole-store callers. Small groups
+        list their documents; a large one links to its own page (:meth:`folder`)."""
+        rows = self.rows(principal)
+        days: dict[str, list[Any]] = {}
+        episodes: dict[str, list[Any]] = {}
+        wiki: dict[str, dict[str, list[Any]]] = {}
+        other: list[Any] = []
+        for r in rows:
+            parts = r.path.split("/")
+            if r.path.startswith(TURNS) and len(parts) >= 6:
+                days.setdefault("-".join(parts[2:5]), []).append(r)
+            elif parts[0] == "episodes" and len(parts) > 2:
+                episodes.setdefault(parts[1], []).append(r)
+            elif parts[0] == "wiki" and len(parts) > 2:
+                topic = parts[2] if len(parts) > 3 else ""
+                wiki.setdefault(parts[1], {}).setdefault(topic, []).append(r)
+            else:
+                other.append(r)
+        budget = [INLINE_TOTAL]
+
+        def group(label: str, prefix: str, items: list[Any]) -> dict[str, Any]:
+            inline = len(items) <= INLINE_GROUP and len(items) <= budget[0]
+            if inline:
+                budget[0] -= len(items)
+            return {
+                "label": label,
+                "prefix": prefix,
+                "count": len(items),
+                "rows": items if inline else None,
+            }
+
+        out: dict[str, Any] = {
+            "days": [
+                group(day, TURNS + day.replace("-", "/") + "/", items)
+                for day, items in sorted(days.items(), reverse=True)
+            ],
+            "episodes": [group(k, f"episodes/{k}/", v) for k, v in sorted(episodes.items())],
+            "wiki": [
+                (
+                    bundle,
+                    [
+                        group(t or "(bundle)", f"wiki/{bundle}/{t}/" if t else f"wiki/{bundle}/", v)
+                        for t, v in sorted(topics.items())
+                    ],
+                )
+                for bundle, topics in sorted(wiki.items())
+            ],
+            "other": other[:PAGE],
+            "other_count": len(other),
+            "inbox": None,
+        }
+        if not principal.prefix or INBOX.startswith(principal.prefix):
+            inbox = self.mem.ls(INBOX)
+            out["inbox"] = group("Inbox", INBOX, inbox)
+        return out
+
+    def folder(self, principal: Principal, prefix: str, offset: int) -> dict[str, Any]:
+        """One page of the documents under ``prefix`` (the inbox's raw sources included)."""
+        asked = principal.confine(prefix) or ""
+        if asked.startswith(INBOX):
+            rows: list[Any] = list(self.mem.ls(asked))
+        else:
+            rows = [r for r in self.rows(principal) if r.path.startswith(asked)]
+        return {
+            "prefix": asked,
+            "count": len(rows),
+            "offset": offset,
+            "rows": rows[offset : offset + PAGE],
+            "page": PAGE,
+        }
+
+    # -- document ----------------------------------------------------------------------
+
+    def backlinks(self, principal: Principal, path: str) -> list[tuple[str, str, str]]:
+        graph = self.graph()
+        leaks = self.leaks(principal)
+        return [
+            (source, graph.titles.get(source, source), kind)
+            for source, kind in graph.backlinks.get(path, [])
+            if self.shown(principal, source, leaks)
+        ]
+
+    def history(self, path: str, limit: int = 50) -> list[dict[str, str]]:
+        """The file's commits, newest first (empty without git)."""
+        from ...files.gitrun import run_git
+
+        if not (self.root / ".git").exists():
+            return []
+        sep = "\x1f"
+        out = run_git(
+            self.root,
+            "log",
+            f"--max-count={limit}",
+            f"--format=%H{sep}%an{sep}%aI{sep}%s",
+            "--",
+            path,
+            check=False,
+        )
+        commits = []
+        for line in out.splitlines():
+            parts = line.split(sep)
+            if len(parts) == 4:
+                commits.append(dict(zip(("sha", "author", "date", "subject"), parts, strict=True)))
+        return commits
+
+    def diff(self, path: str, sha: str) -> str:
+        """What commit ``sha`` changed in ``path`` (one file's patch)."""
+        from ...files.gitrun import run_git
+
+        if not all(c in "0123456789abcdef" for c in sha) or not 7 <= len(sha) <= 64:
+            return ""
+        return run_git(
+            self.root,
+            "show",
+            "--format=",
+            "--no-color",
+            "--no-ext-diff",
+            sha,
+            "--",
+            path,
+            check=False,
+        )
+
+    # -- turns -------------------------------------------------------------------------
+
+    def thread(self, principal: Principal, thread: str, last: int) -> dict[str, Any]:
+        """The latest ``last`` turns of a thread, oldest first: the newest ``FULL_TURNS`` as
+        records (input, compact, output), the earlier ones as index rows (a link each)."""
+        leaks = self.leaks(principal)
+        nodes = [
+            n for n in self.mem.thread(thread, last=last) if self.shown(principal, n.path, leaks)
+        ]
+        full, earlier = nodes[:FULL_TURNS], nodes[FULL_TURNS:]
+        linked = docpaths.through_symlinks(self.root, [n.path for n in full])
+        records = []
+        for node in reversed(full):
+            if node.path in linked:
+                continue
+            try:
+                records.append(parse_turn(self.mem.store.read_text(node.path)))
+            except (OSError, MemdirError):
+                continue  # removed or rewritten since the index saw it
+        return {"records": records, "earlier": list(reversed(earlier)), "count": len(nodes)}
+
+    def dag(
+        self, principal: Principal, turn_id: str, depth: int = 4
+    ) -> tuple[list[DagItem], list[tuple[str, str]]]:
+        leaks = self.leaks(principal)
+        up = [
+            n
+            for n in self.mem.ancestors(turn_id, depth, 60)
+            if self.shown(principal, n.path, leaks)
+        ]
+        down = [
+            n
+            for n in self.mem.descendants(turn_id, depth, 60)
+            if self.shown(principal, n.path, leaks)
+        ]
+        me = self.mem.turn_show(turn_id)
+        items = [
+            DagItem(me.id, _turn_label(me.thread, me.created, me.id), 0, f"/turn/{me.id}", "turn")
+        ]
+        seen = {me.id}
+        for sign, nodes in ((-1, up), (1, down)):
+            for n in nodes:
+                if n.id in seen:
+                    continue
+                seen.add(n.id)
+                if n.type == "turn":
+                    items.append(
+                        DagItem(
+                            n.id,
+                            _turn_label(n.thread, n.created, n.id),
+                            sign * n.depth,
+                            f"/turn/{n.id}",
+                            "turn",
+                        )
+                    )
+                else:
+                    items.append(
+                        DagItem(n.id, n.path, sign * n.depth, "/doc/" + n.path, "document")
+                    )
+        edges: list[tuple[str, str]] = []
+        for item in items:
+            if item.kind != "turn":
+                continue
+            record = me if item.id == me.id else self.mem.turn_show(item.id)
+            for parent in record.parents:
+                if parent in seen:
+                    edges.append((parent, item.id))
+        return items, edges
+
+    def context(self, principal: Principal, thread: str, user: str, keywords: str) -> Any:
+        principal.require_unconfined("the context pack")
+        return self.mem.context(thread, user, keywords.split() if keywords else ())
+
+    # -- coverage ----------------------------------------------------------------------
+
+    def coverage(self, principal: Principal) -> dict[str, Any]:
+        principal.require_unconfined("the memory report")
+        out = dict(self.cached("coverage", principal, self._coverage))
+        out["quarantine"] = self.mem.quarantine_list()
+        out["bundles"] = [b.name for b in self.mem.program().bundles]
+        return out
+
+    def _coverage(self) -> dict[str, Any]:
+        """The report and its unmerged episodes by age (the report's time-dependent metrics
+        are as of the index generation's first request)."""
+        text = self.mem.memory_report_text()
+        from ...kiwi import report as coverage
+
+        report = coverage.report_from_json(json.loads(text.json))
+        ages: dict[str, float] = {}
+        for entry in report.unmerged:
+            try:
+                ages[entry.path] = os.stat(self.root / entry.path).st_mtime
+            except OSError:
+                continue
+        unmerged = sorted(report.unmerged, key=lambda e: ages.get(e.path, 0.0))
+        scopes = Counter("/".join(e.path.split("/")[:-1][:2]) for e in unmerged)
+        return {
+            "report": report,
+            "unmerged": unmerged,
+            "ages": ages,
+            "by_folder": sorted(scopes.items()),
+        }
+
+    def release(self, principal: Principal, path: str, bundle: str, topic: str) -> dict[str, Any]:
+        principal.require("write", "releasing a quarantined source")
+        principal.require_unconfined("the quarantine queue")
+        actor = principal.name if principal.authenticated else "web"
+        # One release at a time: Memory.quarantine_release checks and moves without a lock,
+        # so two at once could both release the source, or fail halfway with a 500.
+        with self._release_lock:
+            return self.mem.quarantine_release(
+                path, bundle=bundle, topic=topic or None, actor=actor
+            )
+
+    # -- graph -------------------------------------------------------------------------
+
+    def graph_data(self, principal: Principal, bundle: str = "") -> dict[str, Any]:
+        graph = self.graph()
+        leaks = self.leaks(principal)
+        wiki = "wiki/" + (bundle.strip("/") + "/" if bundle else "")
+        nodes = [p for p in graph.titles if p.startswith(wiki) and self.shown(principal, p, leaks)]
+        index = {p: i for i, p in enumerate(nodes)}
+        bundles = sorted({p.split("/")[1] for p in nodes if p.count("/") >= 2})
+        group = {b: i for i, b in enumerate(bundles)}
+        edges = [[index[s], index[d]] for s, d, _ in graph.edges if s in index and d in index]
+        return {
+            "nodes": [
+                {"path": p, "title": graph.titles[p], "group": group.get(p.split("/")[1], 0)}
+                for p in nodes
+            ],
+            "edges": edges,
+            "bundles": bundles,
+        }
+
+
+def _turn_label(thread: str, created: str, ident: str) -> str:
+    when = created[5:16].replace("T", " ") if len(created) >= 16 else ident[:10]
+    return f"{thread} · {when}"
+
+
+def trend(root: Path, verb: str, key: str) -> list[Point]:
+    """One point per run of ``verb`` that recorded ``key``; the run's own verdict kept."""
+    points = []
+    for run in runs.history(root, verb):
+        value = run.notes.get(key)
+        if value is None:
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        words = run.raw.split("\t")[3].split() if run.raw.count("\t") >= 3 else []
+        verdict = next((w for w in words if w in ("advance", "hold", "regress")), "hold")
+        points.append(Point(run.timestamp, number, verdict))
+    return points
