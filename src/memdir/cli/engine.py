@@ -135,6 +135,9 @@ def consolidate_cmd(
             click.echo(f"skipped {reason}", err=True)
         echo_json(result)
         return
+    router = result.get("router") or {}
+    if router.get("method") == "lexical" and router.get("note"):
+        click.echo(f"routing by words only: {router['note']}")
     for path in result["articles"]:
         click.echo(f"filed {path}")
     for q in result["quarantined"]:

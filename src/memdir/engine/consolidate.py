@@ -13,7 +13,7 @@ from ..doc import frontmatter
 from ..doc.ids import new_id
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..kiwi import report as coverage
-from . import routing, wiki
+from . import meaning, routing, wiki
 from .files import Batch, markdown_under
 from .harness import Harness
 from .program import Program
@@ -65,6 +65,22 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     bundles: set[str] = field(default_factory=set)
     lessons_recalled: int = 0
+    placements: list[dict[str, Any]] = field(default_factory=list)
+    router: str = "lexical"  # what routed this run: "meaning" or "lexical"
+    router_note: str = ""  # why the lexical router was used ("" with meaning)
+
+
+@dataclass(frozen=True)
+class Router:
+    """How a run routes: by meaning when ``embed`` is given, else by words (``why``)."""
+
+    embed: meaning.Embed | None = None
+    tuning: meaning.Tuning = meaning.Tuning()
+    why: str = "no embedder was given"
+
+    @property
+    def method(self) -> str:
+        return "meaning" if self.embed is not None else "lexical"
 
 
 def merged_keys(root: Path) -> set[str]:
@@ -103,19 +119,89 @@ def unseen_sources(root: Path) -> list[Source]:
     return out
 
 
-def _route(program: Program, src: Source) -> routing.Route:
-    if not src.body.strip():
-        return routing.Route((), {}, {}, "the source is empty")
-    hint = src.fm.get("bundle")
-    if isinstance(hint, str) and program.bundle(hint):
-        return routing.Route((hint,), {hint: 1.0}, {}, "bundle named by the source")
+def router_for(settings: Any) -> Router:
+    """The router the settings ask for (``[engine] router`` and the ``route_*`` tuning)."""
+    embed, why = meaning.embedder_for(settings)
+    e = settings.engine
+    tuning = meaning.Tuning(e.route_margin, e.route_second, e.route_lexical_weight)
+    return Router(embed, tuning, why)
+
+
+def _route_text(src: Source) -> str:
     title = src.fm.get("title") if isinstance(src.fm.get("title"), str) else ""
+    return f"{title}\n{src.body}"
+
+
+def _route(program: Program, src: Source) -> routing.Route:
+    """The route of one source by words, or what its own keys say."""
+    fixed = _fixed_route(program, src)
+    if fixed is not None:
+        return fixed
     return routing.route(
         program.bundles,
-        f"{title}\n{src.body}",
+        _route_text(src),
         routing=program.thresholds.routing,
         quarantine=program.thresholds.quarantine,
     )
+
+
+def _fixed_route(program: Program, src: Source) -> routing.Route | None:
+    if not src.body.strip():
+        return routing.Route((), {}, {}, "the source is empty", method="none")
+    hint = src.fm.get("bundle")
+    if isinstance(hint, str) and program.bundle(hint):
+        return routing.Route((hint,), {hint: 1.0}, {}, "bundle named by the source", method="hint")
+    return None
+
+
+def article_profile(article: wiki.Article) -> str:
+    """The text of an article the meaning router compares sources with."""
+    return f"{article.title}\n{article.description}\n{article.body[:1500]}"
+
+
+def route_sources(
+    root: Path, program: Program, sources: list[Source], router: Router | None
+) -> dict[str, routing.Route]:
+    """The route of every readable source, by meaning when the router can embed.
+
+    By meaning, all sources are routed together (most confident first, each one filed joins
+    its bundle's profile: :mod:`memdir.engine.meaning`)."""
+    routes: dict[str, routing.Route] = {}
+    todo: list[Source] = []
+    for src in sources:
+        if src.unreadable:
+            continue
+        fixed = _fixed_route(program, src)
+        if fixed is not None:
+            routes[src.path] = fixed
+        elif router is None or router.embed is None:
+            routes[src.path] = _route(program, src)
+        else:
+            todo.append(src)
+    if todo and router is not None and router.embed is not None:
+        members = {
+            b.name: [article_profile(a) for a in wiki.articles(root, b.name)]
+            for b in program.bundles
+        }
+        items = [(s.path, _route_text(s)) for s in todo]
+        routes.update(
+            meaning.route_all(router.embed, program.bundles, items, members, router.tuning)
+        )
+    return routes
+
+
+def placement(src: Source, route: routing.Route) -> dict[str, Any]:
+    """The record of where a source went and why (``consolidate --json``, ``placements``)."""
+    out: dict[str, Any] = {"source": src.path, "router": route.method}
+    out["bundles"] = list(route.bundles)
+    out["scores"] = dict(route.scores)
+    for key in ("meaning", "lexical", "background"):
+        if key in route.details:
+            out[key] = route.details[key]
+    if route.reason:
+        out["reason"] = route.reason
+    out["placed"] = []
+    return out
 
 
 Recall = Callable[[str], tuple[str, ...]]
@@ -223,23 +309,35 @@ def run(
     actor: str,
     limit: int | None = None,
     recall: Recall | None = None,
+    router: Router | None = None,
 ) -> Outcome:
     """Consolidate every unseen inbox source (the files are written through ``batch``)."""
     out = Outcome()
+    out.router = router.method if router is not None else "lexical"
+    out.router_note = (
+        ""
+        if router is not None and router.embed is not None
+        else (router.why if router is not None else "no embedder was given")
+    )
     cache: dict[str, list[wiki.Article]] = {}
     taken: set[str] = set()
     fallback = ExtractiveWriter()
     sources = unseen_sources(root)
     if limit is not None and limit < 1:
         raise InvalidInput(f"limit must be at least 1, got {limit}")
-    for src in sources[:limit]:
+    sources = sources[:limit]
+    routes = route_sources(root, program, sources, router)
+    for src in sources:
         if src.unreadable:
             out.skipped.append(src.unreadable)
             continue
-        route = _route(program, src)
+        route = routes[src.path]
+        record = placement(src, route)
+        out.placements.append(record)
         if route.quarantined:
             rel = quarantine(batch, src, route.reason, route.scores)
             out.quarantined.append({"source": src.path, "to": rel, "reason": route.reason})
+            record["quarantined"] = rel
             continue
         for bundle in route.bundles:
             request, _ = _request(root, program, harness, src, bundle, cache=cache, recall=recall)
@@ -261,6 +359,9 @@ def run(
             batch.write(rel, text)
             out.articles.append(rel)
             out.bundles.add(bundle)
+            record["placed"].append(
+                {"bundle": bundle, "topic": request.topic, "article": rel, "action": "new"}
+            )
             parsed = frontmatter.parse(text)
             slug = rel.rsplit("/", 1)[1][:-3]
             cache[bundle].append(
@@ -285,7 +386,11 @@ def _draft(writer: Writer, request: WriteRequest) -> Draft:
 
 
 def plan(
-    root: Path, program: Program, harness: Harness, recall: Recall | None = None
+    root: Path,
+    program: Program,
+    harness: Harness,
+    recall: Recall | None = None,
+    router: Router | None = None,
 ) -> dict[str, Any]:
     """A JSON work packet: one item per unseen source, with the contract and a draft."""
     cache: dict[str, list[wiki.Article]] = {}
@@ -293,13 +398,17 @@ def plan(
     quarantined: list[dict[str, Any]] = []
     skipped: list[str] = []
     extractive = ExtractiveWriter()
-    for src in unseen_sources(root):
+    sources = unseen_sources(root)
+    routes = route_sources(root, program, sources, router)
+    for src in sources:
         if src.unreadable:
             skipped.append(src.unreadable)
             continue
-        route = _route(program, src)
+        route = routes[src.path]
         if route.quarantined:
-            quarantined.append({"source": src.path, "reason": route.reason})
+            quarantined.append(
+                {"source": src.path, "reason": route.reason, "scores": dict(route.scores)}
+            )
             continue
         for bundle in route.bundles:
             request, _ = _request(root, program, harness, src, bundle, cache=cache, recall=recall)

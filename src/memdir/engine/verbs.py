@@ -284,8 +284,9 @@ class KnowledgeEngine:
         root = self._root
         lessons = self.experience.lessons()
         recall = self.experience.recaller(lessons)
+        router = consolidating.router_for(self.settings) if apply is None else None
         if plan:
-            return consolidating.plan(root, prog, h, recall=recall)
+            return consolidating.plan(root, prog, h, recall=recall, router=router)
         who = (actor or "").strip() or ACTOR
         accepted: list[tuple[str, writing.WriteRequest, str]] = []
         if apply is not None:
@@ -311,7 +312,15 @@ class KnowledgeEngine:
                 )
                 writer_name = writer.name
                 outcome = consolidating.run(
-                    batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
+                    batch,
+                    root,
+                    prog,
+                    h,
+                    writer,
+                    actor=who,
+                    limit=limit,
+                    recall=recall,
+                    router=router,
                 )
             outcome.lessons_recalled = len(lessons)
             folded = threads.Folded()
@@ -333,6 +342,7 @@ class KnowledgeEngine:
                 "skipped": len(outcome.skipped),
                 "bundles": ",".join(sorted(outcome.bundles)) or "-",
                 "writer": writer_name,
+                "router": outcome.router if apply is None else "agent",
                 "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
                 "turns_folded": folded.turns,
                 "thread_pages": len(folded.pages),
@@ -365,6 +375,8 @@ class KnowledgeEngine:
             "articles": outcome.articles,
             "turns": folded.to_dict(),
             "quarantined": outcome.quarantined,
+            "placements": outcome.placements,
+            "router": {"method": outcome.router, "note": outcome.router_note},
             "skipped": outcome.skipped,
             "notes": outcome.notes,
             "lessons_recalled": outcome.lessons_recalled,
