@@ -116,6 +116,7 @@ class EngineSettings:
     route_margin: float = 0.0
     route_second: float = 0.05
     route_lexical_weight: float = 0.3
+    answer_floor: float = 0.85  # query: below it, "not found" (docs/engine.md, "query")
 
 
 @dataclass(frozen=True)

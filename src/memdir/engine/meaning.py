@@ -174,11 +174,11 @@ def route_all(
     return out
 
 
-def embedder_for(settings: Any) -> tuple[Embed | None, str]:
-    """The embedding function routing uses, or None and why the lexical router is used."""
+def embedder_for(settings: Any, *, purpose: str = "routing") -> tuple[Embed | None, str]:
+    """The embedding function routing (or query) uses, or None and why words alone are."""
     from ..errors import MemdirError
 
-    if settings.engine.router == "lexical":
+    if purpose == "routing" and settings.engine.router == "lexical":
         return None, "engine.router is 'lexical'"
     if not settings.embeddings.enabled:
         return None, "embeddings.enabled is false"

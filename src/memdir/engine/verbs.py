@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from . import consolidate as consolidating
     from . import evaluate as evaluating
-    from . import files, harness, program, reflect, runs, terms, threads, wiki
+    from . import files, harness, meaning, program, reflect, runs, terms, threads, wiki
     from . import quarantine as quarantining
     from . import query as querying
     from . import refine as refining
@@ -41,6 +41,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     quarantining = lazy.module("memdir.engine.quarantine")
     refining = lazy.module("memdir.engine.refine")
     files = lazy.module("memdir.engine.files")
+    meaning = lazy.module("memdir.engine.meaning")
     reflect = lazy.module("memdir.engine.reflect")
     runs = lazy.module("memdir.engine.runs")
     terms = lazy.module("memdir.engine.terms")
@@ -477,7 +478,18 @@ class KnowledgeEngine:
             # not in quarantine/ or inbox/.
             return listing.searchable(self.index.conn, rel)
 
-        return querying.run(self._root, self.program(), question, search, visible)
+        embed = None
+        if self.settings.embeddings.enabled:
+            embed, _ = meaning.embedder_for(self.settings, purpose="query")
+        return querying.run(
+            self._root,
+            self.program(),
+            question,
+            search,
+            visible,
+            floor=self.settings.engine.answer_floor,
+            embed=embed,
+        )
 
     # -- evaluate ------------------------------------------------------------------------
 
