@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -13,7 +15,7 @@ from ..doc import frontmatter
 from ..doc.ids import new_id
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..kiwi import report as coverage
-from . import meaning, routing, wiki
+from . import meaning, routing, updates, wiki
 from .files import Batch, markdown_under
 from .harness import Harness
 from .program import Program
@@ -40,6 +42,14 @@ class Source:
     fm: dict[str, Any]
     body: str
     error: str | None = None  # the frontmatter does not parse
+    edited_of: str = ""  # an article that merged an earlier version of this source
+    sha256: str = ""  # of the source file as read
+
+    @property
+    def date(self) -> str:
+        """The source's own ``date`` key (as text), or ""."""
+        value = self.fm.get("date")
+        return str(value).strip() if value is not None else ""
 
     @property
     def unreadable(self) -> str:
@@ -77,6 +87,7 @@ class Router:
     embed: meaning.Embed | None = None
     tuning: meaning.Tuning = meaning.Tuning()
     why: str = "no embedder was given"
+    update_similarity: float = 0.65
 
     @property
     def method(self) -> str:
@@ -105,17 +116,44 @@ def is_merged(keys: Collection[str], episode_id: str, path: str) -> bool:
     return "episode:path:" + path in keys
 
 
+def merged_hashes(root: Path) -> dict[str, tuple[str, set[str]]]:
+    """Per merged source id: the article that merged it last and every content hash recorded
+    for it (``merged-from[].sha256``, written since updates were added)."""
+    out: dict[str, tuple[str, set[str]]] = {}
+    for rel in markdown_under(root, "wiki"):
+        fm = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace")).fm
+        items = fm.get("merged-from")
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("id") and item.get("sha256"):
+                _, seen = out.setdefault(str(item["id"]), (rel, set()))
+                seen.add(str(item["sha256"]))
+                out[str(item["id"])] = (rel, seen)
+    return out
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def unseen_sources(root: Path) -> list[Source]:
-    """Inbox sources no wiki page's merged-from covers yet (see :func:`is_merged`)."""
+    """Inbox sources no wiki page's merged-from covers yet (see :func:`is_merged`), and
+    sources merged before whose content changed since (``edited_of`` names the article)."""
     keys = merged_keys(root)
+    hashes = merged_hashes(root)
     out = []
     for rel in markdown_under(root, "inbox"):
-        parsed = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace"))
+        text = (root / rel).read_text(encoding="utf-8", errors="replace")
+        parsed = frontmatter.parse(text)
         eid = parsed.fm.get("episode_id")
         eid = eid.strip() if isinstance(eid, str) and eid.strip() else Path(rel).stem
+        digest = content_hash(parsed.body)
+        edited_of = ""
         if is_merged(keys, eid, rel):
-            continue
-        out.append(Source(rel, eid, parsed.fm, parsed.body, parsed.error))
+            article, seen = hashes.get(eid, ("", set()))
+            if not seen or digest in seen:
+                continue
+            edited_of = article  # merged, then edited: consolidated again into its article
+        out.append(Source(rel, eid, parsed.fm, parsed.body, parsed.error, edited_of, digest))
     return out
 
 
@@ -124,7 +162,7 @@ def router_for(settings: Any) -> Router:
     embed, why = meaning.embedder_for(settings)
     e = settings.engine
     tuning = meaning.Tuning(e.route_margin, e.route_second, e.route_lexical_weight)
-    return Router(embed, tuning, why)
+    return Router(embed, tuning, why, e.update_similarity)
 
 
 def _route_text(src: Source) -> str:
@@ -146,6 +184,9 @@ def _route(program: Program, src: Source) -> routing.Route:
 
 
 def _fixed_route(program: Program, src: Source) -> routing.Route | None:
+    if src.edited_of:
+        bundle = src.edited_of.split("/")[1]
+        return routing.Route((bundle,), {bundle: 1.0}, {}, "", method="edited")
     if not src.body.strip():
         return routing.Route((), {}, {}, "the source is empty", method="none")
     hint = src.fm.get("bundle")
@@ -157,6 +198,20 @@ def _fixed_route(program: Program, src: Source) -> routing.Route | None:
 def article_profile(article: wiki.Article) -> str:
     """The text of an article the meaning router compares sources with."""
     return f"{article.title}\n{article.description}\n{article.body[:1500]}"
+
+
+def subject_profile(root: Path, article: wiki.Article) -> str:
+    """What an article is about, to compare a new source with: the text of the sources it
+    was written from when they are still in inbox/, else its title and body."""
+    texts = []
+    for item in article.fm.get("sources") or []:
+        resource = item.get("resource") if isinstance(item, dict) else None
+        if isinstance(resource, str) and resource.startswith("inbox/"):
+            path = root / resource
+            if path.is_file() and not path.is_symlink():
+                parsed = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace"))
+                texts.append(parsed.body.strip())
+    return "\n".join(texts[-1:]) if texts else article_profile(article)
 
 
 def route_sources(
@@ -327,6 +382,7 @@ def run(
         raise InvalidInput(f"limit must be at least 1, got {limit}")
     sources = sources[:limit]
     routes = route_sources(root, program, sources, router)
+    written: dict[str, str] = {}  # article path -> the text this run wrote
     for src in sources:
         if src.unreadable:
             out.skipped.append(src.unreadable)
@@ -354,20 +410,116 @@ def run(
                 out.skipped.append(f"{src.path}: {'; '.join(problems)}")
                 continue
             out.notes += [f"{src.path}: {n}" for n in draft.notes]
-            rel = target_path(root, request, draft.title, taken)
+            subject, similarity = _subject_article(root, src, bundle, cache[bundle], router)
+            source_entry = {
+                "id": request.source.id,
+                "resource": request.source.resource,
+                "title": request.source.title,
+                "date": src.date or at,
+            }
+            merge_entry = {
+                "type": "ingest",
+                "id": src.episode_id,
+                "path": src.path,
+                "date": at,
+                "actor": actor,
+                "sha256": src.sha256,
+            }
+            if subject is not None:
+                merged = updates.merge(
+                    (root / subject.path).read_text(encoding="utf-8", errors="replace")
+                    if subject.path not in written
+                    else written[subject.path],
+                    source=source_entry,
+                    merged_from=merge_entry,
+                    key_points=draft.key_points,
+                    description=draft.description,
+                    at=at,
+                    actor=actor,
+                    edited=bool(src.edited_of),
+                )
+                rel = subject.path
+                text = merged.text
+                problems = check(dataclasses.replace(request, topic=subject.topic), text)
+                if problems:
+                    raise InvalidInput(f"{src.path}: the update of {rel} fails: {problems[0]}")
+                action = merged.action
+                extra: dict[str, Any] = {"similarity": round(similarity, 3)}
+                if merged.superseded:
+                    extra["superseded"] = merged.superseded
+            else:
+                rel = target_path(root, request, draft.title, taken)
+                text = _with_entries(text, source_entry, merge_entry)
+                action, extra = "new", {}
+                if similarity > 0:
+                    extra["nearest_similarity"] = round(similarity, 3)
             taken.add(rel)
             batch.write(rel, text)
-            out.articles.append(rel)
+            written[rel] = text
+            if rel not in out.articles:
+                out.articles.append(rel)
             out.bundles.add(bundle)
             record["placed"].append(
-                {"bundle": bundle, "topic": request.topic, "article": rel, "action": "new"}
+                {"bundle": bundle, "topic": rel.split("/")[2], "article": rel, "action": action}
+                | extra
             )
             parsed = frontmatter.parse(text)
             slug = rel.rsplit("/", 1)[1][:-3]
+            cache[bundle] = [a for a in cache[bundle] if a.path != rel]
             cache[bundle].append(
-                wiki.Article(rel, bundle, request.topic, slug, parsed.fm, parsed.body, None)
+                wiki.Article(rel, bundle, rel.split("/")[2], slug, parsed.fm, parsed.body, None)
             )
     return out
+
+
+def _with_entries(text: str, source: dict[str, Any], merge: dict[str, Any]) -> str:
+    """A new article's ``sources`` and ``merged-from`` entries with the source's date and
+    content hash (what updates compare)."""
+
+    def mutate(fm: Any) -> None:
+        for item in fm.get("sources") or []:
+            if isinstance(item, dict) and item.get("id") == source["id"]:
+                item["date"] = source["date"]
+        for item in fm.get("merged-from") or []:
+            if isinstance(item, dict) and item.get("id") == merge["id"]:
+                item["sha256"] = merge["sha256"]
+
+    return frontmatter.edit(text, mutate)
+
+
+_VECTORS: dict[str, Any] = {}  # article profile text -> vector, within one process
+
+
+def _subject_article(
+    root: Path, src: Source, bundle: str, items: list[wiki.Article], router: Router | None
+) -> tuple[wiki.Article | None, float]:
+    """The article of ``bundle`` this source is about (an update), and the similarity.
+
+    An edited source goes back to the article that merged it. Otherwise the nearest
+    article by meaning (``update_similarity``) or, without the embedder, by shared terms
+    (:data:`memdir.engine.updates.LEXICAL_SUBJECT`)."""
+    if src.edited_of:
+        match = next((a for a in items if a.path == src.edited_of), None)
+        return match, 1.0
+    if not items:
+        return None, 0.0
+    text = _route_text(src)
+    if router is not None and router.embed is not None:
+        profiles = [subject_profile(root, a) for a in items]
+        missing = [p for p in profiles if p not in _VECTORS]
+        if missing:
+            for p, v in zip(missing, router.embed(missing), strict=True):
+                _VECTORS[p] = v
+        vec = router.embed([text])[0]
+        sims = [float(_VECTORS[p] @ vec) for p in profiles]
+        threshold = router.update_similarity
+    else:
+        sims = [updates.lexical_subject(text, subject_profile(root, a)) for a in items]
+        threshold = updates.LEXICAL_SUBJECT
+    best = max(range(len(items)), key=lambda i: sims[i])
+    if sims[best] >= threshold:
+        return items[best], sims[best]
+    return None, sims[best]
 
 
 def _draft(writer: Writer, request: WriteRequest) -> Draft:
