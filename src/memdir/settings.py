@@ -117,7 +117,7 @@ class EngineSettings:
     route_second: float = 0.05
     route_lexical_weight: float = 0.3
     update_similarity: float = 0.65  # a source this close to an article updates it
-    answer_floor: float = 0.85  # query: below it, "not found" (docs/engine.md, "query")
+    answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,8 @@ def query_cmd(ctx: click.Context, question: str, as_json: bool, root: str | None
         return
     if not result["found"]:
         click.echo(result["message"])
+        for a in result.get("nearest", []):
+            click.echo(f"  nearest, not an answer: {a['path']} - {a['title']}")
     for line in result["snapshot"]:
         click.echo(f"[tier 0] {line}")
     for a in result["answers"]:

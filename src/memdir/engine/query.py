@@ -239,8 +239,17 @@ def relevance(
     coverage = sum(idf(t) for t in q if t in have) / weight if weight > 0 else 0.0
     if qvec is None or embed is None:
         return 2 * coverage
-    best = float((embed(texts) @ qvec).max())
+    missing = [t for t in dict.fromkeys(texts) if t not in _CLAIMS]
+    if missing:
+        if len(_CLAIMS) > 50_000:
+            _CLAIMS.clear()
+        for t, v in zip(missing, embed(missing), strict=True):
+            _CLAIMS[t] = v
+    best = max(float(_CLAIMS[t] @ qvec) for t in texts)
     return best + coverage
+
+
+_CLAIMS: dict[str, Any] = {}  # claim text -> vector: claims repeat across questions
 
 
 _DF: dict[str, tuple[float, frozenset[str]]] = {}  # path -> (mtime, terms): one process' cache
