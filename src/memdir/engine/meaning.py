@@ -57,6 +57,24 @@ def background() -> tuple[str, ...]:
     return tuple(s.strip() for s in lines if s.strip() and not s.startswith("#"))
 
 
+_MEMBERS: dict[tuple[str, str], Any] = {}  # (model id, text) -> vector, within one process
+
+
+def cached(embed: Embed, texts: Sequence[str]) -> list[Any]:
+    """The vectors of ``texts``, embedding only those this process has not seen (a server or
+    a long session routes against the same articles again and again)."""
+    key = getattr(getattr(embed, "__self__", None), "model_id", "")
+    if not isinstance(key, str) or not key:
+        return list(embed(list(texts)))  # no model id to key a cache by
+    missing = list(dict.fromkeys(t for t in texts if (key, t) not in _MEMBERS))
+    if missing:
+        if len(_MEMBERS) > 200_000:
+            _MEMBERS.clear()
+        for text, vector in zip(missing, embed(missing), strict=True):
+            _MEMBERS[(key, text)] = vector
+    return [_MEMBERS[(key, t)] for t in texts]
+
+
 def route_all(
     embed: Embed,
     bundles: Sequence[Bundle],
@@ -99,7 +117,7 @@ def route_all(
     for j, name in enumerate(names):
         texts = [t for t in members.get(name, ()) if t.strip()]
         if texts:
-            held[j] = list(embed(texts))
+            held[j] = cached(embed, texts)
     scope_sim = vectors @ scopes.T
     member_sim = np.full((len(items), len(bundles)), -1.0)
 
