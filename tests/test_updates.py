@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memdir.doc import frontmatter
+from memdir.engine import consolidate as consolidating
 from memdir.engine import updates
 from memdir.files.store import Store
 from memdir.service import Memory
@@ -135,3 +136,23 @@ def test_values_and_same_fact() -> None:
     assert not updates.same_fact(old, old)  # same value: not a change
     assert not updates.same_fact(old, "The printer has the fixed address 192.168.1.40.")
     assert not updates.same_fact("The wifi is fast.", "The wifi is slow.")  # words only
+
+
+def test_an_article_naming_a_path_out_of_the_store_is_not_read(tmp_path: Path) -> None:
+    root = Store.init(tmp_path / "store")
+    secret = tmp_path / "secret.md"
+    secret.write_text("wifi channel router settings 5 GHz moved " * 20)
+    mem = Memory.open(root, overrides={"embeddings": {"enabled": False}})
+    try:
+        mem.bundle_add("network", SCOPE)
+        mem.ingest([("printer.md", PRINTER)])
+        [article] = mem.consolidate()["articles"]
+        path = root / article
+        text = path.read_text()
+        [resource] = [s["resource"] for s in frontmatter.parse(text).fm["sources"]]
+        path.write_text(text.replace(f"resource: {resource}", "resource: inbox/../../secret.md"))
+        items = consolidating.wiki.articles(root, "network")
+        profile = consolidating.subject_profile(root, items[0])
+        assert "channel router settings" not in profile and "Printer" in profile
+    finally:
+        mem.close()

@@ -6,12 +6,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import posixpath
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..doc import frontmatter
+from ..doc import frontmatter, paths
 from ..doc.ids import new_id
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..kiwi import report as coverage
@@ -207,10 +208,12 @@ def subject_profile(root: Path, article: wiki.Article) -> str:
     for item in article.fm.get("sources") or []:
         resource = item.get("resource") if isinstance(item, dict) else None
         if isinstance(resource, str) and resource.startswith("inbox/"):
-            path = root / resource
-            if path.is_file() and not path.is_symlink():
-                parsed = frontmatter.parse(path.read_text(encoding="utf-8", errors="replace"))
-                texts.append(parsed.body.strip())
+            # The article's text names the path: only a regular inbox file of the store is
+            # read ("inbox/../../etc/passwd" or a symlink out is not).
+            rel = posixpath.normpath(resource)
+            if rel.startswith("inbox/") and any(paths.readable_files(root, [rel])):
+                text = (root / rel).read_text(encoding="utf-8", errors="replace")
+                texts.append(frontmatter.parse(text).body.strip())
     return "\n".join(texts[-1:]) if texts else article_profile(article)
 
 
