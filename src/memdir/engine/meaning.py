@@ -91,9 +91,9 @@ def route_all(
     if not bundles:
         return {k: Route((), {}, {}, "no bundles are defined in PROGRAM.md") for k, _ in items}
     names = [b.name for b in bundles]
-    scopes = embed([b.scope for b in bundles])
+    scopes = np.array(cached(embed, [b.scope for b in bundles]))
     vectors = embed([text for _, text in items])
-    back = embed(list(background()))
+    back = np.array(cached(embed, list(background())))
     back_sim = back @ vectors.T  # background sentence x source
     back_scope = back @ scopes.T
     back_member = np.full((len(back), len(bundles)), -1.0)
