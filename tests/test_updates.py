@@ -10,7 +10,7 @@ import pytest
 
 from memdir.doc import frontmatter
 from memdir.engine import consolidate as consolidating
-from memdir.engine import updates
+from memdir.engine import placing, updates
 from memdir.files.store import Store
 from memdir.service import Memory
 
@@ -152,7 +152,7 @@ def test_an_article_naming_a_path_out_of_the_store_is_not_read(tmp_path: Path) -
         [resource] = [s["resource"] for s in frontmatter.parse(text).fm["sources"]]
         path.write_text(text.replace(f"resource: {resource}", "resource: inbox/../../secret.md"))
         items = consolidating.wiki.articles(root, "network")
-        profile = consolidating.subject_profile(root, items[0])
+        profile = placing.subject_profile(root, items[0])
         assert "channel router settings" not in profile and "Printer" in profile
     finally:
         mem.close()

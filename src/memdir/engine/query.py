@@ -174,9 +174,17 @@ def run(
     search: Callable[[str, int], list[Any]],
     visible: Callable[[str], bool],
     *,
-    floor: float = 0.0,
-    embed: Embed | None = None,
+    settings: Any = None,
 ) -> Recall:
+    """Tiers 0-2, then :func:`judge` with ``[engine] answer_floor`` and, when embeddings are
+    enabled, the embedder (no settings: no floor, words only)."""
+    floor, embed = 0.0, None
+    if settings is not None:
+        from .meaning import embedder_for
+
+        floor = settings.engine.answer_floor
+        if settings.embeddings.enabled:
+            embed, _ = embedder_for(settings, purpose="query")
     walker = Walker(root, program, question, visible)
     walker.tier0()
     bodies = program.budgets.article_bodies

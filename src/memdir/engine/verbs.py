@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..settings import Settings
     from . import consolidate as consolidating
     from . import evaluate as evaluating
-    from . import files, harness, meaning, program, reflect, runs, terms, threads, wiki
+    from . import files, harness, placing, program, reflect, runs, terms, threads, wiki
     from . import quarantine as quarantining
     from . import query as querying
     from . import refine as refining
@@ -41,7 +41,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     quarantining = lazy.module("memdir.engine.quarantine")
     refining = lazy.module("memdir.engine.refine")
     files = lazy.module("memdir.engine.files")
-    meaning = lazy.module("memdir.engine.meaning")
+    placing = lazy.module("memdir.engine.placing")
     reflect = lazy.module("memdir.engine.reflect")
     runs = lazy.module("memdir.engine.runs")
     terms = lazy.module("memdir.engine.terms")
@@ -285,9 +285,9 @@ class KnowledgeEngine:
         root = self._root
         lessons = self.experience.lessons()
         recall = self.experience.recaller(lessons)
-        router = consolidating.router_for(self.settings) if apply is None else None
+        rt = placing.router_for(self.settings) if apply is None else None
         if plan:
-            return consolidating.plan(root, prog, h, recall=recall, router=router)
+            return consolidating.plan(root, prog, h, recall=recall, router=rt)
         who = (actor or "").strip() or ACTOR
         accepted: list[tuple[str, writing.WriteRequest, str]] = []
         if apply is not None:
@@ -313,15 +313,7 @@ class KnowledgeEngine:
                 )
                 writer_name = writer.name
                 outcome = consolidating.run(
-                    batch,
-                    root,
-                    prog,
-                    h,
-                    writer,
-                    actor=who,
-                    limit=limit,
-                    recall=recall,
-                    router=router,
+                    batch, root, prog, h, writer, actor=who, limit=limit, recall=recall, router=rt
                 )
             outcome.lessons_recalled = len(lessons)
             folded = threads.Folded()
@@ -478,17 +470,8 @@ class KnowledgeEngine:
             # not in quarantine/ or inbox/.
             return listing.searchable(self.index.conn, rel)
 
-        embed = None
-        if self.settings.embeddings.enabled:
-            embed, _ = meaning.embedder_for(self.settings, purpose="query")
         return querying.run(
-            self._root,
-            self.program(),
-            question,
-            search,
-            visible,
-            floor=self.settings.engine.answer_floor,
-            embed=embed,
+            self._root, self.program(), question, search, visible, settings=self.settings
         )
 
     # -- evaluate ------------------------------------------------------------------------
