@@ -1,7 +1,9 @@
-"""Engine benchmark: consolidation time with the default writer at 250/500/1000 sources, and the
-snapshot size at 1k/10k/100k episodes.
+"""Engine benchmark: consolidation time with the default writer at 250/500/1000 sources, the
+snapshot size at 1k/10k/100k episodes, and the meaning router's cost per source at 100
+bundles and 10k articles.
 
 Run: .venv/bin/python bench/engine.py [--sizes 250,500,1000] [--episodes 1000,10000,100000]
+    [--routing 100,10000]
 """
 
 from __future__ import annotations
@@ -125,6 +127,42 @@ def consolidate(count: int) -> tuple[float, float, int]:
         return t1 - t0, t2 - t1, len(result["articles"])
 
 
+def routing_cost(bundles: int, articles: int, sources: int = 30) -> dict[str, float]:
+    """The meaning router (memdir.engine.meaning) with ``bundles`` bundles holding
+    ``articles`` articles in all, routing one source at a time: the first call (every
+    article embedded) and the per-source p50/p95 after it (the article vectors cached in the
+    process, as in a server or a long consolidate)."""
+    from memdir.engine import meaning
+    from memdir.engine.program import Bundle
+    from memdir.settings import Settings
+
+    embed, why = meaning.embedder_for(Settings())
+    if embed is None:
+        raise SystemExit(f"routing cost needs the embedder: {why}")
+    rng = random.Random(bundles * 7 + articles)
+    vocab = [w for words in WORDS.values() for w in words] + FILLER
+    specs = [Bundle(f"b{n}", "Notes on " + ", ".join(rng.sample(vocab, 4))) for n in range(bundles)]
+    members: dict[str, list[str]] = {b.name: [] for b in specs}
+    names = list(WORDS)
+    for n in range(articles):
+        members[specs[n % bundles].name].append(source(rng, names[n % 3], n))
+    probe = [(f"s{n}", source(rng, names[n % 3], articles + n)) for n in range(sources + 1)]
+    t0 = time.perf_counter()
+    meaning.route_all(embed, specs, probe[:1], members, meaning.Tuning())
+    first = time.perf_counter() - t0
+    times = []
+    for item in probe[1:]:
+        t = time.perf_counter()
+        meaning.route_all(embed, specs, [item], members, meaning.Tuning())
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return {
+        "first_s": first,
+        "p50_ms": 1000 * times[len(times) // 2],
+        "p95_ms": 1000 * times[min(len(times) - 1, int(0.95 * len(times)))],
+    }
+
+
 def _init(tmp: Path) -> Path:
     from memdir.files.store import Store
 
@@ -164,7 +202,20 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="250,500,1000")
     parser.add_argument("--episodes", default="1000,10000,100000")
+    parser.add_argument(
+        "--routing", default="100,10000", help="BUNDLES,ARTICLES for the routing cost ('' skips)"
+    )
     args = parser.parse_args()
+    if args.routing:
+        b, a = (int(x) for x in args.routing.split(","))
+        cost = routing_cost(b, a)
+        print("| routing by meaning | bundles | articles | first call s | p50 ms | p95 ms |")
+        print("|---|---|---|---|---|---|")
+        print(
+            f"| one source at a time | {b} | {a} | {cost['first_s']:.1f} | "
+            f"{cost['p50_ms']:.1f} | {cost['p95_ms']:.1f} |"
+        )
+        print()
     print("| sources | ingest s | consolidate s | articles | ms per source |")
     print("|---|---|---|---|---|")
     for size in [int(s) for s in args.sizes.split(",") if s]:

@@ -4,8 +4,9 @@
     python bench/learning.py bench/data/learning/dev.json [--json] [--details]
         [--variant NAME[:section.key=value,...]]... [--check]
 
-For each variant (default: the engine as configured today, once with embeddings off and once
-with them on) a fresh store is made in a temp folder with the Python API: every bundle is
+For each variant (default: the lexical router of before issue 17, the meaning router, and the
+meaning router with turns folded on every consolidate) a fresh store is made in a temp folder
+with the Python API: every bundle is
 added, every note ingested (the older note of each update pair in an earlier call than the
 newer one, dates in the frontmatter as ``date:``), the inbox consolidated, the threads
 recorded as turns (each turn's parent is the one before it) and the store consolidated again.
@@ -18,7 +19,7 @@ Then:
   page built from that note; an update question is answered newer first when that page is
   built from the newer note and its text gives the new value before any old one; an
   unanswerable question counts as "not found" when the result says ``not_found: true`` or
-  ``found: false`` (today ``query`` has no such answer for a weak match);
+  ``found: false`` (``query``'s relevance floor, ``engine.answer_floor``);
 - the share of turn episodes (``episodes/turns/``) the memory report counts as merged.
 
 ``--variant lexical:engine.router=lexical`` names a run and the settings it overrides (values
@@ -536,8 +537,9 @@ def main() -> None:
     for p in problems:
         print(f"warning: {p}", file=sys.stderr)
     variants = [parse_variant(v) for v in args.variant] or [
-        ("today, embeddings off", {"embeddings": {"enabled": False}}),
-        ("today, embeddings on", {"embeddings": {"enabled": True}}),
+        ("lexical router", {"engine": {"router": "lexical"}}),
+        ("meaning router", {"engine": {"router": "meaning"}}),
+        ("meaning + turns", {"engine": {"router": "meaning", "consolidate_turns": True}}),
     ]
     runs = [(name, run(corpus, overrides)) for name, overrides in variants]
     name = corpus.get("name", Path(args.corpus).stem)

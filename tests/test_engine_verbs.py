@@ -56,7 +56,7 @@ def test_consolidate_routes_writes_quarantines_and_commits_once(eng: Memory) -> 
     assert git_log(eng.root)[0].startswith("consolidate: 2 article(s) in garden, kitchen, 1 quar")
     assert sorted(p.split("/")[1] for p in result["articles"]) == ["garden", "kitchen"]
     [q] = result["quarantined"]
-    assert q["source"].endswith("-off.md") and "below the quarantine threshold" in q["reason"]
+    assert q["source"].endswith("-off.md") and "no bundle" in q["reason"]
     assert (eng.root / q["to"]).is_file() and not (eng.root / q["source"]).exists()
     assert result["refine"]["drift"] == 0
     assert all(v == "conformant" for v in result["refine"]["okf"].values())

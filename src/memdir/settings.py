@@ -111,6 +111,13 @@ class EngineSettings:
     quarantine_threshold: float = 0.05
     writer: str = "extractive"
     consolidate_turns: bool = False  # fold unmerged turns into thread pages on every run
+    # Routing by meaning and its calibration (docs/engine.md, "Routing").
+    router: str = "meaning"
+    route_margin: float = 0.0
+    route_second: float = 0.05
+    route_lexical_weight: float = 0.3
+    update_similarity: float = 0.65  # a source this close to an article updates it
+    answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     # The same names as retrieval.MODES and tokens.COUNTER_NAMES (a test keeps them equal).
     ("search", "mode"): ("auto", "bm25", "vector", "hybrid"),
     ("turns", "token_counter"): ("auto", "tiktoken", "bytes"),
+    ("engine", "router"): ("meaning", "lexical"),
 }
 
 

@@ -145,6 +145,9 @@ def consolidate_cmd(
             click.echo(f"skipped {reason}", err=True)
         echo_json(result)
         return
+    router = result.get("router") or {}
+    if router.get("method") == "lexical" and router.get("note"):
+        click.echo(f"routing by words only: {router['note']}")
     for path in result["articles"]:
         click.echo(f"filed {path}")
     for q in result["quarantined"]:
@@ -177,6 +180,8 @@ def query_cmd(ctx: click.Context, question: str, as_json: bool, root: str | None
         return
     if not result["found"]:
         click.echo(result["message"])
+        for a in result.get("nearest", []):
+            click.echo(f"  nearest, not an answer: {a['path']} - {a['title']}")
     for line in result["snapshot"]:
         click.echo(f"[tier 0] {line}")
     for a in result["answers"]:

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,48 +14,32 @@ from ..doc import frontmatter
 from ..doc.ids import new_id
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..kiwi import report as coverage
-from . import routing, wiki
-from .files import Batch, markdown_under
+from . import routing, updates, wiki
+from .files import Batch
 from .harness import Harness
+from .placing import (
+    Router,
+    Source,
+    is_merged,
+    placement,
+    route_sources,
+    subject_article,
+    unseen_sources,
+    with_entries,
+)
 from .program import Program
 from .reflect import now_utc, rfc3339
 from .terms import slugify
 from .writer import (
     Draft,
     ExtractiveWriter,
-    SourceDoc,
     Writer,
     WriteRequest,
     check,
     render_article,
-    source_title,
 )
 
 PACKET_KIND = "memdir.consolidate.plan"
-
-
-@dataclass
-class Source:
-    path: str
-    episode_id: str
-    fm: dict[str, Any]
-    body: str
-    error: str | None = None  # the frontmatter does not parse
-
-    @property
-    def unreadable(self) -> str:
-        """Why the source cannot be consolidated as it is ("" when it can)."""
-        if self.error is None:
-            return ""
-        return (
-            f"{self.path}: {self.error}; its keys (bundle, topic, title) cannot be read, so "
-            "it stays in inbox/ until the frontmatter is fixed"
-        )
-
-    def doc(self) -> SourceDoc:
-        sid = "src-" + slugify(self.episode_id)[-8:]
-        title = source_title(self.body, self.fm, Path(self.path).stem)
-        return SourceDoc(sid, self.path, self.episode_id, title, self.body)
 
 
 @dataclass
@@ -65,57 +50,9 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     bundles: set[str] = field(default_factory=set)
     lessons_recalled: int = 0
-
-
-def merged_keys(root: Path) -> set[str]:
-    """The memory report's match keys of every wiki page's ``merged-from`` items."""
-    keys: set[str] = set()
-    for rel in markdown_under(root, "wiki"):
-        fm = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace")).fm
-        keys.update(coverage.facts_for(rel, fm, 0.0).merged_keys)
-    return keys
-
-
-def is_merged(keys: Collection[str], episode_id: str, path: str) -> bool:
-    """Whether ``keys`` cover the source, by the rule the memory report applies.
-
-    So consolidate treats a source as done exactly when the report counts it as merged: an
-    item with a compatible type (``ingest``, ``episode`` ...) and the source's id, or any
-    item naming its path. An item of another type naming only the id covers nothing.
-    """
-    ident = episode_id.strip()
-    if ident and any(f"{kind}:{ident}" in keys for kind in coverage.COMPATIBLE_TYPES):
-        return True
-    return "episode:path:" + path in keys
-
-
-def unseen_sources(root: Path) -> list[Source]:
-    """Inbox sources no wiki page's merged-from covers yet (see :func:`is_merged`)."""
-    keys = merged_keys(root)
-    out = []
-    for rel in markdown_under(root, "inbox"):
-        parsed = frontmatter.parse((root / rel).read_text(encoding="utf-8", errors="replace"))
-        eid = parsed.fm.get("episode_id")
-        eid = eid.strip() if isinstance(eid, str) and eid.strip() else Path(rel).stem
-        if is_merged(keys, eid, rel):
-            continue
-        out.append(Source(rel, eid, parsed.fm, parsed.body, parsed.error))
-    return out
-
-
-def _route(program: Program, src: Source) -> routing.Route:
-    if not src.body.strip():
-        return routing.Route((), {}, {}, "the source is empty")
-    hint = src.fm.get("bundle")
-    if isinstance(hint, str) and program.bundle(hint):
-        return routing.Route((hint,), {hint: 1.0}, {}, "bundle named by the source")
-    title = src.fm.get("title") if isinstance(src.fm.get("title"), str) else ""
-    return routing.route(
-        program.bundles,
-        f"{title}\n{src.body}",
-        routing=program.thresholds.routing,
-        quarantine=program.thresholds.quarantine,
-    )
+    placements: list[dict[str, Any]] = field(default_factory=list)
+    router: str = "lexical"  # what routed this run: "meaning" or "lexical"
+    router_note: str = ""  # why the lexical router was used ("" with meaning)
 
 
 Recall = Callable[[str], tuple[str, ...]]
@@ -223,23 +160,36 @@ def run(
     actor: str,
     limit: int | None = None,
     recall: Recall | None = None,
+    router: Router | None = None,
 ) -> Outcome:
     """Consolidate every unseen inbox source (the files are written through ``batch``)."""
     out = Outcome()
+    out.router = router.method if router is not None else "lexical"
+    out.router_note = (
+        ""
+        if router is not None and router.embed is not None
+        else (router.why if router is not None else "no embedder was given")
+    )
     cache: dict[str, list[wiki.Article]] = {}
     taken: set[str] = set()
     fallback = ExtractiveWriter()
     sources = unseen_sources(root)
     if limit is not None and limit < 1:
         raise InvalidInput(f"limit must be at least 1, got {limit}")
-    for src in sources[:limit]:
+    sources = sources[:limit]
+    routes = route_sources(root, program, sources, router)
+    written: dict[str, str] = {}  # article path -> the text this run wrote
+    for src in sources:
         if src.unreadable:
             out.skipped.append(src.unreadable)
             continue
-        route = _route(program, src)
+        route = routes[src.path]
+        record = placement(src, route)
+        out.placements.append(record)
         if route.quarantined:
             rel = quarantine(batch, src, route.reason, route.scores)
             out.quarantined.append({"source": src.path, "to": rel, "reason": route.reason})
+            record["quarantined"] = rel
             continue
         for bundle in route.bundles:
             request, _ = _request(root, program, harness, src, bundle, cache=cache, recall=recall)
@@ -256,15 +206,64 @@ def run(
                 out.skipped.append(f"{src.path}: {'; '.join(problems)}")
                 continue
             out.notes += [f"{src.path}: {n}" for n in draft.notes]
-            rel = target_path(root, request, draft.title, taken)
+            subject, similarity = subject_article(root, src, bundle, cache[bundle], router)
+            source_entry = {
+                "id": request.source.id,
+                "resource": request.source.resource,
+                "title": request.source.title,
+                "date": src.date or at,
+            }
+            merge_entry = {
+                "type": "ingest",
+                "id": src.episode_id,
+                "path": src.path,
+                "date": at,
+                "actor": actor,
+                "sha256": src.sha256,
+            }
+            if subject is not None:
+                merged = updates.merge(
+                    (root / subject.path).read_text(encoding="utf-8", errors="replace")
+                    if subject.path not in written
+                    else written[subject.path],
+                    source=source_entry,
+                    merged_from=merge_entry,
+                    key_points=draft.key_points,
+                    description=draft.description,
+                    at=at,
+                    actor=actor,
+                    edited=bool(src.edited_of),
+                )
+                rel = subject.path
+                text = merged.text
+                problems = check(dataclasses.replace(request, topic=subject.topic), text)
+                if problems:
+                    raise InvalidInput(f"{src.path}: the update of {rel} fails: {problems[0]}")
+                action = merged.action
+                extra: dict[str, Any] = {"similarity": round(similarity, 3)}
+                if merged.superseded:
+                    extra["superseded"] = merged.superseded
+            else:
+                rel = target_path(root, request, draft.title, taken)
+                text = with_entries(text, source_entry, merge_entry)
+                action, extra = "new", {}
+                if similarity > 0:
+                    extra["nearest_similarity"] = round(similarity, 3)
             taken.add(rel)
             batch.write(rel, text)
-            out.articles.append(rel)
+            written[rel] = text
+            if rel not in out.articles:
+                out.articles.append(rel)
             out.bundles.add(bundle)
+            record["placed"].append(
+                {"bundle": bundle, "topic": rel.split("/")[2], "article": rel, "action": action}
+                | extra
+            )
             parsed = frontmatter.parse(text)
             slug = rel.rsplit("/", 1)[1][:-3]
+            cache[bundle] = [a for a in cache[bundle] if a.path != rel]
             cache[bundle].append(
-                wiki.Article(rel, bundle, request.topic, slug, parsed.fm, parsed.body, None)
+                wiki.Article(rel, bundle, rel.split("/")[2], slug, parsed.fm, parsed.body, None)
             )
     return out
 
@@ -285,7 +284,11 @@ def _draft(writer: Writer, request: WriteRequest) -> Draft:
 
 
 def plan(
-    root: Path, program: Program, harness: Harness, recall: Recall | None = None
+    root: Path,
+    program: Program,
+    harness: Harness,
+    recall: Recall | None = None,
+    router: Router | None = None,
 ) -> dict[str, Any]:
     """A JSON work packet: one item per unseen source, with the contract and a draft."""
     cache: dict[str, list[wiki.Article]] = {}
@@ -293,13 +296,17 @@ def plan(
     quarantined: list[dict[str, Any]] = []
     skipped: list[str] = []
     extractive = ExtractiveWriter()
-    for src in unseen_sources(root):
+    sources = unseen_sources(root)
+    routes = route_sources(root, program, sources, router)
+    for src in sources:
         if src.unreadable:
             skipped.append(src.unreadable)
             continue
-        route = _route(program, src)
+        route = routes[src.path]
         if route.quarantined:
-            quarantined.append({"source": src.path, "reason": route.reason})
+            quarantined.append(
+                {"source": src.path, "reason": route.reason, "scores": dict(route.scores)}
+            )
             continue
         for bundle in route.bundles:
             request, _ = _request(root, program, harness, src, bundle, cache=cache, recall=recall)

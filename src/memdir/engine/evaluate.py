@@ -1,5 +1,6 @@
 """evaluate: run ``evals/questions.yaml`` through query; hit@k, MRR, recall per tier,
-bodies and tokens read."""
+bodies and tokens read. A question marked ``not_found: true`` is right when query answers
+"not found"; it is scored apart (``not_found``) and left out of hit@k and MRR."""
 
 from __future__ import annotations
 
@@ -34,7 +35,21 @@ def load_questions(root: Path) -> list[dict[str, Any]]:
         expected = item.get("expected") or []
         if isinstance(expected, str):
             expected = [expected]
-        out.append({"question": item["question"], "expected": [str(e) for e in expected]})
+        not_found = item.get("not_found", False)
+        if not isinstance(not_found, bool):
+            raise InvalidInput(f"evals/questions.yaml: item {n}: 'not_found' must be true or false")
+        if not_found and expected:
+            raise InvalidInput(
+                f"evals/questions.yaml: item {n}: a question whose answer is 'not found' "
+                "expects no article"
+            )
+        out.append(
+            {
+                "question": item["question"],
+                "expected": [str(e) for e in expected],
+                "not_found": not_found,
+            }
+        )
     return out
 
 
@@ -51,8 +66,24 @@ def score(
     expected_total = 0
     bodies = 0
     tokens = 0
+    unanswerable = 0
+    said_not_found = 0
     for q in questions:
         recall = ask(q["question"])
+        if q.get("not_found"):
+            # Its right answer is "nothing in this memory answers the question".
+            unanswerable += 1
+            said_not_found += 0 if recall.found else 1
+            rows.append(
+                {
+                    "question": q["question"],
+                    "expected": "not found",
+                    "found": recall.found,
+                    "correct": not recall.found,
+                    "nearest": [a.path for a in (recall.answers or recall.nearest)][:3],
+                }
+            )
+            continue
         ranked = [a.path for a in recall.answers]
         expected = set(q["expected"])
         expected_total += len(expected)
@@ -79,9 +110,14 @@ def score(
                 "tokens_read": read_tokens,
             }
         )
-    n = max(1, len(questions))
+    n = max(1, len(questions) - unanswerable)
     return {
         "questions": len(questions),
+        "not_found": {
+            "questions": unanswerable,
+            "correct": said_not_found,
+            "rate": round(said_not_found / unanswerable, 4) if unanswerable else None,
+        },
         **{f"hit@{k}": round(hits[k] / n, 4) for k in K},
         "mrr": round(rr_total / n, 4),
         "recall_by_tier": {

@@ -3,6 +3,7 @@ at most the budgeted article bodies), tier 2 search pointers read like tier-1 hi
 
 from __future__ import annotations
 
+import math
 import posixpath
 import re
 from collections.abc import Callable
@@ -12,9 +13,14 @@ from typing import Any
 
 from ..doc import frontmatter
 from . import okf
+from .files import markdown_under
 from .harness import FOOTNOTE_DEF, FOOTNOTE_REF, body_sections, claims
 from .program import Program
 from .terms import term_set
+
+NOT_FOUND = "nothing in this memory answers the question"
+
+Embed = Callable[[list[str]], Any]
 
 
 @dataclass
@@ -24,6 +30,18 @@ class Answer:
     tier: int
     score: float
     passages: list[dict[str, Any]] = field(default_factory=list)
+    relevance: float = 0.0  # see relevance(); the floor compares with this
+    claims: list[str] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "title": self.title,
+            "tier": self.tier,
+            "score": self.score,
+            "relevance": self.relevance,
+            "passages": self.passages,
+        }
 
 
 @dataclass
@@ -34,18 +52,24 @@ class Recall:
     indexes_read: list[str] = field(default_factory=list)
     bodies_read: list[str] = field(default_factory=list)
     chars_read: int = 0
+    nearest: list[Answer] = field(default_factory=list)  # below the floor: pointers only
+    floor: float = 0.0
+    relevance_by: str = "words"  # "meaning+words" when the embedder scored the claims
 
     @property
     def found(self) -> bool:
-        return bool(self.answers or self.snapshot)
+        return bool(self.answers)
 
     def to_dict(self, count: Callable[[str], int] | None = None) -> dict[str, Any]:
         return {
             "question": self.question,
             "found": self.found,
-            "message": "" if self.found else "nothing in this memory answers the question",
+            "not_found": not self.found,
+            "message": "" if self.found else NOT_FOUND,
             "snapshot": self.snapshot,
-            "answers": [a.__dict__ for a in self.answers],
+            "answers": [a.to_dict() for a in self.answers],
+            "nearest": [a.to_dict() for a in self.nearest],
+            "relevance": {"floor": self.floor, "by": self.relevance_by},
             "read": {"indexes": self.indexes_read, "bodies": self.bodies_read},
             "chars_read": self.chars_read,
         }
@@ -124,10 +148,12 @@ class Walker:
         }
         defs = {m.group(1): m.group(2) for m in FOOTNOTE_DEF.finditer(parsed.body)}
         passages = []
+        every: list[str] = []
         for heading, section_text in body_sections(parsed.body).items():
-            if heading == "related":
+            if heading in ("related", "superseded"):
                 continue
             for claim in claims(section_text):
+                every.append(re.sub(FOOTNOTE_REF, "", claim).strip())
                 if _overlap(self.q, claim) == 0:
                     continue
                 cites = [sources.get(i) or defs.get(i) or i for i in FOOTNOTE_REF.findall(claim)]
@@ -135,8 +161,9 @@ class Walker:
                     {"text": re.sub(FOOTNOTE_REF, "", claim).strip(), "citations": cites}
                 )
         passages.sort(key=lambda p: -_overlap(self.q, str(p["text"])))
+        name = str(parsed.fm.get("title") or title)
         self.recall.answers.append(
-            Answer(rel, str(parsed.fm.get("title") or title), tier, round(score, 3), passages[:3])
+            Answer(rel, name, tier, round(score, 3), passages[:3], claims=[name, *every])
         )
 
 
@@ -146,7 +173,18 @@ def run(
     question: str,
     search: Callable[[str, int], list[Any]],
     visible: Callable[[str], bool],
+    *,
+    settings: Any = None,
 ) -> Recall:
+    """Tiers 0-2, then :func:`judge` with ``[engine] answer_floor`` and, when embeddings are
+    enabled, the embedder (no settings: no floor, words only)."""
+    floor, embed = 0.0, None
+    if settings is not None:
+        from .meaning import embedder_for
+
+        floor = settings.engine.answer_floor
+        if settings.embeddings.enabled:
+            embed, _ = embedder_for(settings, purpose="query")
     walker = Walker(root, program, question, visible)
     walker.tier0()
     bodies = program.budgets.article_bodies
@@ -163,4 +201,88 @@ def run(
                 continue
             seen.add(path)
             walker.read_article(path, getattr(hit, "title", path), 2, float(hit.score))
-    return walker.recall
+    recall = walker.recall
+    judge(root, recall, floor=floor, embed=embed)
+    return recall
+
+
+def judge(root: Path, recall: Recall, *, floor: float, embed: Embed | None) -> None:
+    """Rank the answers by relevance and apply the floor: when even the best is below it,
+    the answers become ``nearest`` pointers and the result is "not found"."""
+    recall.floor = floor
+    if not recall.answers:
+        return
+    df, total = document_frequencies(root)
+    q = list(term_set(recall.question))
+    qvec = embed([recall.question])[0] if embed is not None else None
+    recall.relevance_by = "meaning+words" if qvec is not None else "words"
+    for a in recall.answers:
+        a.relevance = round(relevance(q, a.claims, df, total, qvec, embed), 3)
+    recall.answers.sort(key=lambda a: -a.relevance)  # stable: the walk's order breaks ties
+    if recall.answers[0].relevance < floor:
+        recall.nearest, recall.answers = recall.answers, []
+
+
+def relevance(
+    q: list[str],
+    texts: list[str],
+    df: dict[str, int],
+    total: int,
+    qvec: Any,
+    embed: Embed | None,
+) -> float:
+    """How well an article answers: the share of the question's term weight (IDF over the
+    wiki, a term no article uses weighing most) that the article's title and claims hold,
+    plus, with the embedder, the best cosine between the question and one claim.
+
+    With words only the coverage counts twice, so one floor fits both scales."""
+    if not q or not texts:
+        return 0.0
+    have = term_set(" ".join(texts))
+
+    def idf(t: str) -> float:
+        return math.log((total + 1) / (df.get(t, 0) + 0.5))
+
+    weight = sum(idf(t) for t in q)
+    coverage = sum(idf(t) for t in q if t in have) / weight if weight > 0 else 0.0
+    if qvec is None or embed is None:
+        return 2 * coverage
+    missing = [t for t in dict.fromkeys(texts) if t not in _CLAIMS]
+    if missing:
+        if len(_CLAIMS) > 50_000:
+            _CLAIMS.clear()
+        for t, v in zip(missing, embed(missing), strict=True):
+            _CLAIMS[t] = v
+    best = max(float(_CLAIMS[t] @ qvec) for t in texts)
+    return best + coverage
+
+
+_CLAIMS: dict[str, Any] = {}  # claim text -> vector: claims repeat across questions
+
+
+_DF: dict[str, tuple[float, frozenset[str]]] = {}  # path -> (mtime, terms): one process' cache
+
+
+def document_frequencies(root: Path) -> tuple[dict[str, int], int]:
+    """Per term, how many wiki articles use it, and the number of articles (files whose
+    modification time changed since the last call are read again)."""
+    df: dict[str, int] = {}
+    total = 0
+    for rel in markdown_under(root, "wiki"):
+        if rel.endswith(okf.RESERVED):
+            continue
+        path = root / rel
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        key = str(path)
+        cached = _DF.get(key)
+        if cached is None or cached[0] != mtime:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            cached = (mtime, term_set(text))
+            _DF[key] = cached
+        total += 1
+        for t in cached[1]:
+            df[t] = df.get(t, 0) + 1
+    return df, total

@@ -25,6 +25,8 @@ class Route:
     scores: Mapping[str, float]
     matched: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     reason: str = ""
+    method: str = "lexical"  # or "meaning" (memdir.engine.meaning), "hint", "none"
+    details: Mapping[str, object] = field(default_factory=dict)  # the meaning router's scores
 
     @property
     def quarantined(self) -> bool:

@@ -54,6 +54,8 @@ def terms(text: str) -> list[str]:
     out = []
     for raw in words(text):
         word = raw.strip("'-")
+        if word.endswith("'s"):
+            word = word[:-2]  # a possessive: "router's" is the router
         if len(word) < 2 or word in STOPWORDS or word.isdigit():
             continue
         out.append(stem(word))

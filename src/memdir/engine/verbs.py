@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from . import (
         files,
         harness,
+        placing,
         program,
         reflect,
         runepisode,
@@ -52,6 +53,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     quarantining = lazy.module("memdir.engine.quarantine")
     refining = lazy.module("memdir.engine.refine")
     files = lazy.module("memdir.engine.files")
+    placing = lazy.module("memdir.engine.placing")
     reflect = lazy.module("memdir.engine.reflect")
     runepisode = lazy.module("memdir.engine.runepisode")
     runs = lazy.module("memdir.engine.runs")
@@ -314,8 +316,9 @@ class KnowledgeEngine:
             if plan or fold_turns or apply is not None
             else []
         )
+        rt = placing.router_for(self.settings) if apply is None else None
         if plan:  # the packet lists sources and threads with unmerged turns alike
-            packet = consolidating.plan(root, prog, h, recall=recall)
+            packet = consolidating.plan(root, prog, h, recall=recall, router=rt)
             return {**packet, "threads": turnfacts.plan_items(root, turn_rels)}
         who = (actor or "").strip() or ACTOR
         accepted: list[tuple[str, writing.WriteRequest, str]] = []
@@ -344,7 +347,7 @@ class KnowledgeEngine:
                 writer = plugins.build("writer", self.settings.engine.writer, self.settings)
                 writer_name = writer.name
                 outcome = consolidating.run(
-                    batch, root, prog, h, writer, actor=who, limit=limit, recall=recall
+                    batch, root, prog, h, writer, actor=who, limit=limit, recall=recall, router=rt
                 )
             outcome.lessons_recalled = len(lessons)
             folded = threads.Folded()
@@ -363,6 +366,7 @@ class KnowledgeEngine:
                 "skipped": len(outcome.skipped),
                 "bundles": ",".join(sorted(outcome.bundles)) or "-",
                 "writer": writer_name,
+                "router": outcome.router if apply is None else "agent",
                 "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
                 "turns_folded": folded.turns,
                 "thread_pages": len(folded.pages),
@@ -395,6 +399,8 @@ class KnowledgeEngine:
             "articles": outcome.articles,
             "turns": folded.to_dict(),
             "quarantined": outcome.quarantined,
+            "placements": outcome.placements,
+            "router": {"method": outcome.router, "note": outcome.router_note},
             "skipped": outcome.skipped,
             "notes": outcome.notes,
             "lessons_recalled": outcome.lessons_recalled,
@@ -497,7 +503,9 @@ class KnowledgeEngine:
             # not in quarantine/ or inbox/.
             return listing.searchable(self.index.conn, rel)
 
-        return querying.run(self._root, self.program(), question, search, visible)
+        return querying.run(
+            self._root, self.program(), question, search, visible, settings=self.settings
+        )
 
     # -- evaluate ------------------------------------------------------------------------
 

@@ -1,0 +1,244 @@
+"""New material updates the wiki: a source about a subject an article already covers is merged
+into that article instead of starting a second one.
+
+What the deterministic path does (docs/engine.md, "Updates"):
+
+- **same subject**: the source's nearest article in its bundle by meaning (cosine of the
+  source with the article's title, description and claims) at or above ``update_similarity``;
+  without the embedder, the share of the smaller term set the two have in common, at or above
+  ``LEXICAL_SUBJECT``;
+- **near-duplicate**: every claim of the new draft is already a claim of the article (same
+  words, citations aside): the source is recorded as merged and cited, and nothing is added;
+- **changed fact**: a new claim and an existing one share their subject words (at least two
+  content terms, and half of the smaller claim's) but carry different values (numbers,
+  percentages, amounts, ratios, times, dates, versions): the claim of the older source moves
+  to ``## Superseded`` with ``superseded by [^new] on DATE``, and the article's
+  ``superseded`` list records ``{source, superseded_by, date, subject}``. The claim that
+  superseded it leads the Key points (other new claims are appended) and the article's
+  description becomes the newer source's, so the first value a reader meets is the current
+  one.
+
+What it does not do: a change said in words only ("we moved the router upstairs" after "the
+router is in the hall"), a negation, a fact split over two sentences: those need the model
+writer or the agent (``--plan``/``--apply``), which rewrite the article whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..doc import frontmatter
+from .harness import FOOTNOTE_REF, body_sections, claims
+from .terms import term_set
+
+#: Two claims are about one fact when they share this share of the smaller claim's subject
+#: terms (and at least two of them).
+SHARED_SUBJECT = 0.34
+
+#: Without the embedder: the term overlap (of the smaller set) that makes two texts one subject.
+LEXICAL_SUBJECT = 0.6
+
+_VALUE = re.compile(
+    r"(?:\b[A-Za-z]{1,4}-?\d{3,}\b)"  # codes: a policy, a model number
+    r"|(?:[£$€]\s?\d[\d,.]*(?:\s?[km]\b)?)"  # amounts
+    r"|(?:\d+(?::\d+)+)"  # ratios and times, 1:1:1, 07:30
+    r"|(?:\d+(?:[./-]\d+)+)"  # dates, versions, addresses
+    r"|(?:\d+(?:\.\d+)?\s?%)"  # percentages
+    r"|(?:\b\d+(?:\.\d+)?(?:\s?(?:am|pm|g|kg|ml|l|km|m|c|gb|mb|ghz|mbps|mins?|minutes|hours?|"
+    r"days?|weeks?|months?|years?)\b)?)",
+    re.IGNORECASE,
+)
+_MONTH = re.compile(
+    r"\b(?:\d{1,2}\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
+    r"(?:\s+\d{1,2})?(?:,?\s+\d{4})?\b",
+    re.IGNORECASE,
+)
+
+
+def values(claim: str) -> frozenset[str]:
+    """The values a claim states (normalised: lowercase, no spaces)."""
+    text = FOOTNOTE_REF.sub("", claim)
+    found = {m.group(0) for m in _VALUE.finditer(text)}
+    found |= {m.group(0) for m in _MONTH.finditer(text) if any(c.isdigit() for c in m.group(0))}
+    return frozenset(re.sub(r"\s+", "", v.lower()).rstrip(".,") for v in found if v.strip())
+
+
+def subject(claim: str) -> frozenset[str]:
+    """A claim's content terms without its values."""
+    text = _VALUE.sub(" ", FOOTNOTE_REF.sub("", claim))
+    return frozenset(t for t in term_set(text) if not any(c.isdigit() for c in t))
+
+
+def same_fact(old: str, new: str) -> bool:
+    """Whether ``new`` restates the fact of ``old`` with another value (see the docstring)."""
+    a, b = subject(old), subject(new)
+    shared = a & b
+    if len(shared) < 2 or len(shared) < SHARED_SUBJECT * min(len(a), len(b)):
+        return False
+    va, vb = values(old), values(new)
+    return bool(va) and bool(vb) and va != vb and not va <= vb
+
+
+def lexical_subject(a: str, b: str) -> float:
+    ta, tb = term_set(a), term_set(b)
+    if not ta or not tb:
+        return 0.0
+    return len(ta & tb) / min(len(ta), len(tb))
+
+
+def _plain(claim: str) -> str:
+    return " ".join(FOOTNOTE_REF.sub("", claim).split()).lower().rstrip(".")
+
+
+@dataclass
+class Merged:
+    text: str
+    action: str  # "updated" or "duplicate"
+    added: int
+    superseded: list[dict[str, str]]
+
+
+def _date_of(entry: Mapping[str, Any]) -> str:
+    return str(entry.get("date") or "")
+
+
+def merge(
+    article_text: str,
+    *,
+    source: Mapping[str, str],
+    merged_from: Mapping[str, Any],
+    key_points: Sequence[tuple[str, Sequence[str]]],
+    description: str,
+    at: str,
+    actor: str,
+    edited: bool = False,
+) -> Merged:
+    """The article with a new source merged in.
+
+    ``source`` is the new ``sources`` entry (``id``, ``resource``, ``title``, ``date``),
+    ``merged_from`` its ``merged-from`` entry, ``key_points`` the new draft's cited claims.
+    The newer of two conflicting claims is the one whose source is dated later (its
+    ``date`` key, else when it was ingested); the other is superseded. ``edited``: the
+    source is a new version of one the article cites, whose own claims it replaces.
+    """
+    parsed = frontmatter.parse(article_text)
+    fm = dict(parsed.fm)
+    sections = body_sections(parsed.body)
+    current = claims(sections.get("key points", ""))
+    dropped = 0
+    if edited:
+        mine = [c for c in current if FOOTNOTE_REF.findall(c) == [source["id"]]]
+        keep = {_plain(s) for s, _ in key_points}
+        dropped = sum(1 for c in mine if _plain(c) not in keep)
+        current = [c for c in current if c not in mine or _plain(c) in keep]
+    known = {_plain(c) for c in current}
+    fresh = [(s, ids) for s, ids in key_points if _plain(s) not in known]
+    listed = [s for s in fm.get("sources") or [] if isinstance(s, Mapping)]
+    dates = {str(s.get("id")): _date_of(s) for s in listed}
+    new_id = source["id"]
+    new_date = source.get("date", "")
+    kept: list[str] = list(current)
+    moved: list[str] = []
+    records: list[dict[str, str]] = []
+    added: list[str] = []
+    leading: list[str] = []  # claims that superseded one: the current value comes first
+    for sentence, ids in fresh:
+        line = f"{sentence} " + "".join(f"[^{i}]" for i in ids)
+        conflicts = [c for c in kept if same_fact(c, sentence)]
+        older_new = False
+        for old in conflicts:
+            old_ids = FOOTNOTE_REF.findall(old)
+            old_date = max((dates.get(i, "") for i in old_ids), default="")
+            if new_date and old_date and new_date < old_date:
+                older_new = True  # the incoming claim is the stale one
+                moved.append(f"{line} (superseded by {' '.join(f'[^{i}]' for i in old_ids)})")
+                records.append(_record(sentence, new_id, ",".join(old_ids), at))
+                break
+            kept.remove(old)
+            moved.append(f"{old.rstrip()} (superseded by [^{new_id}] on {at[:10]})")
+            records.append(_record(old, ",".join(old_ids), new_id, at))
+        if not older_new:
+            (leading if conflicts else added).append(line)
+    action = "duplicate" if not (added or leading or moved or dropped) else "updated"
+    fm["sources"] = [*(s for s in listed if str(s.get("id")) != new_id), dict(source)]
+    history = fm.get("merged-from")
+    fm["merged-from"] = [*(history if isinstance(history, list) else []), dict(merged_from)]
+    if records:
+        old_records = fm.get("superseded")
+        fm["superseded"] = [*(old_records if isinstance(old_records, list) else []), *records]
+        lead = FOOTNOTE_REF.sub("", leading[0]).strip() if leading else description
+        if lead:
+            fm["description"] = lead if len(lead) <= 160 else lead[:157].rsplit(" ", 1)[0] + "..."
+    fm["updated"] = {"by": actor, "at": at}
+    stale = {_plain(m.split(" (superseded by ")[0]) for m in moved}
+    body = _render_body(parsed.body, leading + kept + added, moved, source, stale)
+    return Merged(frontmatter.render(fm, body), action, len(leading) + len(added), records)
+
+
+def _record(claim: str, source: str, by: str, at: str) -> dict[str, str]:
+    words = " ".join(sorted(subject(claim)))[:120]
+    return {"source": source, "superseded_by": by, "date": at, "subject": words}
+
+
+def _render_body(
+    body: str,
+    key_points: list[str],
+    moved: list[str],
+    source: Mapping[str, str],
+    stale: set[str],
+) -> str:
+    """The body with its Key points replaced, superseded claims listed under a last
+    ``## Superseded`` section and the new source's footnote defined."""
+    lines = body.rstrip("\n").splitlines()
+    out: list[str] = []
+    section = ""
+    wrote_points = False
+    old_superseded: list[str] = []
+    footnotes: list[str] = []
+    for line in lines:
+        if line.startswith("## "):
+            section = line[3:].strip().lower()
+            if section == "superseded":
+                continue
+            out.append(line)
+            if section == "key points":
+                out.append("")
+                out += [f"- {c.strip()}" for c in key_points]
+                wrote_points = True
+            continue
+        if line.startswith("[^") and "]:" in line:
+            footnotes.append(line)
+            continue
+        if section == "key points" and wrote_points:
+            continue  # replaced above
+        if section == "superseded":
+            if line.startswith("- "):
+                old_superseded.append(line[2:])
+            continue
+        if section == "takeaways" and line.startswith("- ") and _plain(line[2:]) in stale:
+            continue  # a takeaway repeating a superseded claim goes with it
+        out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    superseded = old_superseded + moved
+    if superseded:
+        out += ["", "## Superseded", ""] + [f"- {c}" for c in superseded]
+    note = f"[^{source['id']}]: {source['resource']} ({source['title']})"
+    if note not in footnotes:
+        footnotes.append(note)
+    return "\n".join(_spaced(out) + [""] + footnotes) + "\n"
+
+
+def _spaced(lines: list[str]) -> list[str]:
+    """A blank line before every heading and after it (as the writer renders)."""
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("#") and out and out[-1].strip():
+            out.append("")
+        if out and out[-1].startswith("#") and line.strip():
+            out.append("")
+        out.append(line)
+    return out
