@@ -83,3 +83,25 @@ def test_the_api_lists_and_releases_for_an_unconfined_writer(qmem: Memory) -> No
             assert done.status_code == 200, done.text
             assert done.json()["path"].startswith("inbox/")
             assert c.get("/v1/quarantine").json() == []
+
+
+def test_two_releases_at_once_file_the_source_once(qmem: Memory) -> None:
+    import threading
+
+    [entry] = qmem.quarantine_list()
+    outcomes: list[str] = []
+
+    def release() -> None:
+        try:
+            qmem.quarantine_release(entry["path"], bundle="money")
+            outcomes.append("released")
+        except NotFound:
+            outcomes.append("not found")
+
+    threads = [threading.Thread(target=release) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(outcomes) == ["not found"] * 3 + ["released"]
+    assert len(list((qmem.root / "inbox").glob("*vat*.md"))) == 1

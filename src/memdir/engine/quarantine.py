@@ -9,12 +9,14 @@ there: a bundle named by the source wins over routing.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter
 from ..errors import InvalidInput, NotFound
+from ..files.locks import FileLock
 from .consolidate import free_path
 from .files import Batch, markdown_under
 
@@ -63,6 +65,11 @@ def entries(root: Path) -> list[Entry]:
             )
         )
     return sorted(out, key=lambda e: (e.quarantined_at, e.path))
+
+
+def lock(root: Path) -> AbstractContextManager[None]:
+    """The lock a release holds from reading the source to its commit."""
+    return FileLock(root / ".memdir" / "locks" / "quarantine.lock", timeout=60).hold()
 
 
 def release(batch: Batch, root: Path, rel: str, bundle: str, topic: str | None) -> str:

@@ -426,12 +426,14 @@ class KnowledgeEngine:
             topic = terms.slugify(one_line("topic", topic, max_chars=200))
         who = actor_name(actor) if actor and actor.strip() else ACTOR
         batch = files.Batch(self.store, self.index)
-        with batch.all_or_nothing("quarantine release"):
-            target = quarantining.release(batch, self._root, path, bundle, topic)
-            batch.log_run(
-                "quarantine-release", "ok", {"source": target, "bundle": bundle, "topic": topic}
-            )
-        batch.commit(f"quarantine release {path} to {bundle}", actor=who)
+        # One release at a time, across processes: two at once would both read the source
+        # and file it twice (the second now finds it gone: NotFound).
+        with quarantining.lock(self._root):
+            with batch.all_or_nothing("quarantine release"):
+                target = quarantining.release(batch, self._root, path, bundle, topic)
+                notes = {"source": target, "bundle": bundle, "topic": topic}
+                batch.log_run("quarantine-release", "ok", notes)
+            batch.commit(f"quarantine release {path} to {bundle}", actor=who)
         self.sync()
         return {"from": path, "path": target, "bundle": bundle, "topic": topic}
 
