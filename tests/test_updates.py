@@ -156,3 +156,15 @@ def test_an_article_naming_a_path_out_of_the_store_is_not_read(tmp_path: Path) -
         assert "channel router settings" not in profile and "Printer" in profile
     finally:
         mem.close()
+
+
+def test_a_page_written_by_hand_in_a_bundle_is_not_updated(net: Memory) -> None:
+    # A person's page in the bundle, with no article's frontmatter: a source on its subject
+    # gets an article of its own, and the page stays byte for byte as it was.
+    page = "# Wifi\n\nThe 5 GHz wifi sits on channel 36 in the router settings.\n"
+    net.write("wiki/network/wifi.md", page, provenance="run:hand")
+    page = (net.root / "wiki/network/wifi.md").read_text()  # with its derived-from
+    net.ingest([("old.md", OLD)])
+    filed = net.consolidate()["articles"]
+    assert len(filed) == 1 and filed[0] != "wiki/network/wifi.md"
+    assert (net.root / "wiki/network/wifi.md").read_text() == page

@@ -262,6 +262,9 @@ def subject_article(
     if src.edited_of:
         match = next((a for a in items if a.path == src.edited_of), None)
         return match, 1.0
+    # Only an article with the frontmatter of one can take claims: a page a person wrote
+    # into the bundle without it (no ``type``) is left as it is, the source gets its own.
+    items = [a for a in items if a.error is None and isinstance(a.fm.get("type"), str)]
     if not items:
         return None, 0.0
     text = _route_text(src)
