@@ -286,7 +286,8 @@ def _int(value: str, name: str, low: int, high: int) -> int:
     return int(value)
 
 
-def turn(request: Request) -> Response:
+def _turn_of(request: Request) -> tuple[Any, Any, Any]:
+    """(principal, views, record) of the turn the path names, checked against the token."""
     principal = _principal(request)
     views = _views(request)
     ident = request.path_params["turn_id"]
@@ -294,6 +295,12 @@ def turn(request: Request) -> Response:
         raise NotFound(f"no turn {ident!r}")
     record = views.mem.turn_show(ident)
     authorize_path(principal, views.mem.store, record.path)
+    return principal, views, record
+
+
+def turn(request: Request) -> Response:
+    principal, views, record = _turn_of(request)
+    ident = record.id
     items, edges = views.dag(principal, ident)
     return _page(
         request,
@@ -305,14 +312,8 @@ def turn(request: Request) -> Response:
 
 
 def worklog(request: Request) -> Response:
-    principal = _principal(request)
-    views = _views(request)
-    ident = request.path_params["turn_id"]
-    if not is_turn_id(ident):
-        raise NotFound(f"no turn {ident!r}")
-    record = views.mem.turn_show(ident)
-    authorize_path(principal, views.mem.store, record.path)
-    data = views.mem.turn_worklog(ident)
+    _, views, record = _turn_of(request)
+    data = views.mem.turn_worklog(record.id)
     return Response(data, media_type="text/plain; charset=utf-8", headers=HEADERS)
 
 
