@@ -51,6 +51,16 @@ def run_cli(
     )
 
 
+def memdir_script(folder: Path) -> Path:
+    """A `memdir` command in ``folder`` that runs this checkout, as an agent would start it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "memdir"
+    src = Path(__file__).resolve().parents[1] / "src"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={src} exec {sys.executable} -m memdir "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
 def create_token(root: Path, name: str, scope: str, prefix: str | None = None) -> str:
     """A token made by the real `memdir token create`; returns the token itself."""
     args = ["token", "create", name, "--scope", scope, "--json"]

@@ -13,11 +13,9 @@ from typing import Any
 
 import pytest
 
-from helpers import run_cli
+from helpers import memdir_script, run_cli
 from memdir.agents import install, wiring
 from memdir.errors import ConfigError
-
-REPO = Path(__file__).resolve().parents[1]
 
 # Someone's settings: their own hooks, odd spacing and tabs, unicode, no final newline.
 SETTINGS = (
@@ -41,16 +39,6 @@ args = ["--port", "0"]  # keep this comment
 web_search = true
 """
 CODEX_HOOKS = b'{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}}'
-
-
-def memdir_script(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "memdir"
-    script.write_text(
-        f'#!/bin/sh\nPYTHONPATH={REPO / "src"} exec {sys.executable} -m memdir "$@"\n'
-    )
-    script.chmod(0o755)
-    return script
 
 
 @pytest.fixture

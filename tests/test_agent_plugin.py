@@ -15,24 +15,13 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from helpers import run_cli, text_of
+from helpers import memdir_script, run_cli, text_of
 from memdir.agents import plugin, wiring
 from memdir.errors import Conflict
 from memdir.service import Memory
 
 REPO = Path(__file__).resolve().parents[1]
 CACHED = REPO / ".cache" / "claude-cli" / "node_modules" / ".bin" / "claude"
-
-
-def memdir_script(folder: Path) -> Path:
-    """A `memdir` that runs this checkout, as the agent would start it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "memdir"
-    script.write_text(
-        f'#!/bin/sh\nPYTHONPATH={REPO / "src"} exec {sys.executable} -m memdir "$@"\n'
-    )
-    script.chmod(0o755)
-    return script
 
 
 def load(folder: Path, name: str) -> Any:

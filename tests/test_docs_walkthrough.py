@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import run_cli
+from helpers import memdir_script, run_cli
 
 
 def test_init_takes_root_like_every_command(tmp_path: Path) -> None:
@@ -207,12 +207,7 @@ def test_the_readme_tour_runs_as_written_in_a_fresh_store(tmp_path: Path) -> Non
         if not line.startswith(LONG_RUNNING)
     ]  # fmt: skip
     assert any(line.startswith("memdir init ~/agent-memory") for line in lines)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    src = Path(__file__).resolve().parents[1] / "src"
-    memdir = bin_dir / "memdir"
-    memdir.write_text(f'#!/bin/sh\nPYTHONPATH={src} exec {sys.executable} -m memdir "$@"\n')
-    memdir.chmod(0o755)
+    bin_dir = memdir_script(tmp_path / "bin").parent
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home), "PATH": f"{bin_dir}:/usr/bin:/bin", "LANG": "C.UTF-8"}
