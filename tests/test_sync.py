@@ -330,3 +330,68 @@ def test_episode_names_are_unique_beyond_a_store_and_sort_by_time() -> None:
     assert len(set(tags)) == len(tags)
     assert ids.day_tag(day + morning)[:6] == ids.day_tag(2 * day + morning)[:6]  # per day
     assert len({ids.day_tag(day + morning) for _ in range(200)}) > 150  # random part
+
+
+def spy_on_regeneration(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """Count what a sync writes again (the real functions still run)."""
+    from memdir.engine import experience, wiki
+
+    calls: dict[str, list[str]] = {"bundles": [], "experience": []}
+    bundle, reflect_into = wiki.regenerate, experience.Experience.reflect_into
+
+    def one_bundle(batch, root, program, name):  # type: ignore[no-untyped-def]
+        calls["bundles"].append(name)
+        return bundle(batch, root, program, name)
+
+    def reflected(self, batch, **kw):  # type: ignore[no-untyped-def]
+        calls["experience"].append("reflect")
+        return reflect_into(self, batch, **kw)
+
+    monkeypatch.setattr(wiki, "regenerate", one_bundle)
+    monkeypatch.setattr(experience.Experience, "reflect_into", reflected)
+    return calls
+
+
+def test_a_fast_forward_writes_no_generated_file_again(
+    tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = first_store(tmp_path, remote)
+    b = clone(remote, tmp_path / "b")
+    with Memory.open(a, overrides=OFF) as mem:
+        mem.write("wiki/garden/soil.md", note("Soil", "loam and the earthworm"), provenance="run:r")
+        for n in range(5):
+            mem.record_turn(thread="t-ff", input=f"question {n}", output=f"answer {n}")
+        mem.episode_add(kind="life", situation="sowed the beans", insights=["beans like sun"])
+        mem.reflect()
+    sync(a)
+    calls = spy_on_regeneration(monkeypatch)
+    report = sync(b)
+    assert report["arrived"] >= 1 and "wiki/garden/soil.md" in report["touched"]
+    assert calls == {"bundles": [], "experience": []} and report["regenerated"] == []
+    for rel in ("SNAPSHOT.md", "LESSONS.md", "episodes/index.md"):
+        assert (b / rel).read_bytes() == (a / rel).read_bytes()
+    with Memory.open(b, overrides=OFF) as mem:
+        assert [h.path for h in mem.search("earthworm", mode="bm25")] == ["wiki/garden/soil.md"]
+    assert git(b, "rev-parse", "HEAD") == git(a, "rev-parse", "HEAD")  # no commit of its own
+
+
+def test_a_merge_writes_again_only_what_its_paths_feed(
+    tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = first_store(tmp_path, remote)
+    with Memory.open(a, overrides=OFF) as mem:
+        mem.write("wiki/garden/soil.md", note("Soil", "loam"), provenance="run:r")
+        mem.write("wiki/tools/spade.md", note("Spade", "steel"), provenance="run:r")
+    sync(a)
+    b = clone(remote, tmp_path / "b")
+    with Memory.open(a, overrides=OFF) as mem:
+        mem.write("wiki/garden/compost.md", note("Compost", "the hot heap"), provenance="run:r")
+    sync(a)
+    with Memory.open(b, overrides=OFF) as mem:  # b moved too: a real merge, not a fast-forward
+        mem.write("notes/b-only.md", note("B", "a note of b's"), provenance="run:r")
+    calls = spy_on_regeneration(monkeypatch)
+    report = sync(b)
+    assert "wiki/garden/compost.md" in report["touched"]
+    assert calls == {"bundles": ["garden"], "experience": []}
+    assert "compost" in (b / "wiki/garden/index.md").read_text().lower()
+    assert git(b, "status", "--porcelain") == ""

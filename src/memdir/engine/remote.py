@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,24 +93,53 @@ def _arrived(engine: KnowledgeEngine, done: gitsync.Integration, report: dict[st
     if indexed:
         engine.index.sync_paths(indexed)
     if done.regenerate:
-        report["regenerated"] += regenerate(engine)
+        report["regenerated"] += regenerate(engine, done.touched)
 
 
-def regenerate(engine: KnowledgeEngine) -> list[str]:
-    """Write the routers, bundle indexes and logs, LESSONS.md and SNAPSHOT.md again from the
-    files, in one commit; the paths that changed."""
+def regenerate(engine: KnowledgeEngine, touched: list[str] | None = None) -> list[str]:
+    """Write the generated files again from the merged files, in one commit; the paths that
+    changed. With ``touched`` (the paths a merge changed), only what they feed: the indexes and
+    log of each bundle with a touched path, the top router when a bundle or PROGRAM.md moved,
+    and LESSONS.md, SNAPSHOT.md and the router of episodes when an episode or one of those
+    moved; without it, everything."""
     root = engine.store.root
+    scope = _scope(touched)
     batch = files.Batch(engine.store, engine.index)
     with batch.all_or_nothing("sync"):
         prog = engine.program()
         for name in wiki.bundle_names(root, prog):
-            if (root / "wiki" / name).is_dir():
+            if (root / "wiki" / name).is_dir() and (scope.every or name in scope.bundles):
                 wiki.regenerate(batch, root, prog, name)
-        wiki.regenerate_top(batch, root, prog)
-        engine.experience.reflect_into(batch, distill=False)
+        if scope.every or scope.top:
+            wiki.regenerate_top(batch, root, prog)
+        if scope.every or scope.experience:
+            engine.experience.reflect_into(batch, distill=False)
         written = list(batch.paths)
     batch.commit("sync: generated files written again from the merged files", actor=ACTOR)
     return written
+
+
+@dataclass(frozen=True)
+class _Scope:
+    every: bool = False
+    bundles: frozenset[str] = frozenset()
+    top: bool = False
+    experience: bool = False
+
+
+def _scope(touched: list[str] | None) -> _Scope:
+    if touched is None:
+        return _Scope(every=True)
+    bundles = {p.split("/")[1] for p in touched if p.startswith("wiki/") and p.count("/") >= 2}
+    return _Scope(
+        bundles=frozenset(bundles),
+        top=bool(bundles) or any(p in ("PROGRAM.md", "index.md") for p in touched),
+        # threads/ pages cite turns, and the router of episodes counts turns and threads.
+        experience=any(
+            p.startswith(("episodes/", "threads/")) or p in ("LESSONS.md", "SNAPSHOT.md")
+            for p in touched
+        ),
+    )
 
 
 def watch(

@@ -70,7 +70,8 @@ class Integration:
     arrived: int = 0  # commits of the other side this side did not have
     touched: list[str] = field(default_factory=list)  # paths the merge changed here
     kept: list[Kept] = field(default_factory=list)
-    regenerate: bool = False  # a generated file changed: write them again
+    regenerate: bool = False  # a generated file may be out of step: write them again
+    fast_forward: bool = False  # the other side's tree taken as it is
 
 
 class Git:
@@ -222,7 +223,7 @@ class GitSync:
                     "changed here (a file memdir is writing now may be in the way), the next "
                     "sync tries again"
                 )
-            return self._integrated(before, self.git.head(), [], arrived)
+            return self._integrated(before, self.git.head(), [], arrived, fast_forward=True)
         proc = self.git.run(
             "merge",
             "--no-ff",
@@ -251,12 +252,23 @@ class GitSync:
             self.git.run("commit", "-q", "--no-verify", "-m", message)
         return self._integrated(before, self.git.head(), kept, arrived)
 
-    def _integrated(self, before: str, after: str, kept: list[Kept], arrived: int) -> Integration:
+    def _integrated(
+        self,
+        before: str,
+        after: str,
+        kept: list[Kept],
+        arrived: int,
+        *,
+        fast_forward: bool = False,
+    ) -> Integration:
         touched = self.git.names("diff", "--name-only", before or EMPTY_TREE, after)
-        regen = any(generated(p) for p in touched) or any(
-            p.startswith(("wiki/", "episodes/", "threads/")) for p in touched
+        # A fast-forward takes a tree another memdir left whole: its generated files already
+        # agree with its pages, so there is nothing to write again.
+        regen = not fast_forward and any(
+            generated(p) or p.startswith(("wiki/", "episodes/", "threads/")) or p == "PROGRAM.md"
+            for p in touched
         )
-        return Integration(before, after, arrived, touched, kept, regen)
+        return Integration(before, after, arrived, touched, kept, regen, fast_forward)
 
     def _resolve(self, conflicted: list[str], ours: str, theirs: str) -> list[Kept]:
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
