@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -395,3 +398,100 @@ def test_a_merge_writes_again_only_what_its_paths_feed(
     assert calls == {"bundles": ["garden"], "experience": []}
     assert "compost" in (b / "wiki/garden/index.md").read_text().lower()
     assert git(b, "status", "--porcelain") == ""
+
+
+def test_sync_watch_from_the_command_line_pushes_each_new_write(
+    tmp_path: Path, remote: Path
+) -> None:
+    a = first_store(tmp_path, remote)
+    env = {**os.environ, **ENV, "MEMDIR_SYNC_DEBOUNCE_SECONDS": "0.2"}
+    env.pop("MEMDIR_ROOT", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memdir", "sync", "--watch", "--json", "--root", str(a)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+    def pushed() -> set[str]:
+        listed = subprocess.run(
+            ["git", "ls-tree", "-r", "--name-only", "refs/heads/main"],
+            cwd=remote,
+            capture_output=True,
+            text=True,
+            check=False,  # no branch yet before the first push
+        )
+        return set(listed.stdout.split())
+
+    def wait_for(rel: str) -> None:
+        deadline = time.monotonic() + 60
+        while rel not in pushed():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, f"{rel} never pushed"
+            time.sleep(0.1)
+
+    try:
+        done = run_cli("write", "notes/w1.md", "--root", str(a), stdin=b"# W1\n\nfirst\n", env=ENV)
+        assert done.returncode == 0, done.stderr
+        wait_for("notes/w1.md")
+        done = run_cli("write", "notes/w2.md", "--root", str(a), stdin=b"# W2\n\nsecond\n", env=ENV)
+        assert done.returncode == 0, done.stderr
+        wait_for("notes/w2.md")
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    reports = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert reports and all("pushed" in r for r in reports)
+
+
+def test_a_git_daemon_remote_syncs_two_clones(tmp_path: Path, remote: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            f"--base-path={tmp_path}",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"git://127.0.0.1:{port}/{remote.name}"
+    try:
+        deadline = time.monotonic() + 30
+        while subprocess.run(
+            ["git", "ls-remote", url], capture_output=True, check=False
+        ).returncode:
+            assert daemon.poll() is None, daemon.stderr.read() if daemon.stderr else ""
+            assert time.monotonic() < deadline, "git daemon did not answer"
+            time.sleep(0.1)
+        a = tmp_path / "a"
+        Memory.init(a).close()
+        git(a, "remote", "add", "origin", url)
+        with Memory.open(a, overrides=OFF) as mem:
+            mem.write("notes/over-the-wire.md", note("Wire", "the narwhal"), provenance="run:r")
+            assert mem.git_sync()["pushed"] >= 1
+        b = tmp_path / "b"
+        done = run_cli("sync", "clone", url, str(b), env=ENV)
+        assert done.returncode == 0, done.stderr
+        with Memory.open(b, overrides=OFF) as mem:
+            assert [h.path for h in mem.search("narwhal", mode="bm25")] == [
+                "notes/over-the-wire.md"
+            ]
+            mem.record_turn(thread="t-wire", input="hello", output="over git://")
+            mem.git_sync()
+        report = sync(a)
+        assert report["arrived"] >= 1
+        with Memory.open(a, overrides=OFF) as mem:
+            assert len(mem.thread("t-wire")) == 1
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)

@@ -83,8 +83,10 @@ def _read_up_to(stream: Any, most: int) -> bytes:
     return b"".join(blocks)
 
 
-def echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_default))
+def echo_json(value: Any, *, line: bool = False) -> None:
+    """``value`` as indented JSON, or with ``line`` as one line (a stream of reports)."""
+    indent = None if line else 2
+    click.echo(json.dumps(value, indent=indent, ensure_ascii=False, default=_default))
 
 
 def _default(value: Any) -> Any:

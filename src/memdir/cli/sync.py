@@ -37,7 +37,7 @@ def _summary(report: dict[str, Any]) -> str:
     "--watch",
     is_flag=True,
     help="Keep syncing: after each commit once quiet ([sync] debounce_seconds), and every "
-    "[sync] interval_seconds. Ctrl-C stops.",
+    "[sync] interval_seconds; with --json, one report a line. Ctrl-C stops.",
 )
 @as_json_flag
 @root_flag
@@ -67,7 +67,7 @@ def sync_group(
             if isinstance(what, Exception):
                 click.echo(f"error: {what}", err=True)
             elif as_json:
-                echo_json(what)
+                echo_json(what, line=True)  # one report a line while it runs
             else:
                 click.echo(_summary(what))
 
