@@ -33,6 +33,7 @@ from .program import Bundle
 from .routing import Route
 from .routing import score as lexical_score
 from .terms import term_set
+from .vectorcache import VectorCache
 
 BACKGROUND_FILE = Path(__file__).parent / "data" / "background.txt"
 #: Background sentences at least this close to a scope are left out (see the docstring).
@@ -60,9 +61,9 @@ def background() -> tuple[str, ...]:
 _MEMBERS: dict[tuple[str, str], Any] = {}  # (model id, text) -> vector, within one process
 
 
-def cached(embed: Embed, texts: Sequence[str]) -> list[Any]:
-    """The vectors of ``texts``, embedding only those this process has not seen (a server or
-    a long session routes against the same articles again and again)."""
+def cached(embed: Embed, texts: Sequence[str], disk: VectorCache | None = None) -> list[Any]:
+    """The vectors of ``texts``, embedding only those neither this process nor ``disk`` (the
+    vectors earlier runs stored) holds; what is embedded here is stored in ``disk``."""
     key = getattr(getattr(embed, "__self__", None), "model_id", "")
     if not isinstance(key, str) or not key:
         return list(embed(list(texts)))  # no model id to key a cache by
@@ -70,8 +71,16 @@ def cached(embed: Embed, texts: Sequence[str]) -> list[Any]:
     if missing:
         if len(_MEMBERS) > 200_000:
             _MEMBERS.clear()
-        for text, vector in zip(missing, embed(missing), strict=True):
+        found = disk.get(key, missing) if disk is not None else {}
+        for text, vector in found.items():
             _MEMBERS[(key, text)] = vector
+        todo = [t for t in missing if (key, t) not in _MEMBERS]
+        if todo:
+            fresh = list(zip(todo, embed(todo), strict=True))
+            for text, vector in fresh:
+                _MEMBERS[(key, text)] = vector
+            if disk is not None:
+                disk.put(key, fresh)
     return [_MEMBERS[(key, t)] for t in texts]
 
 
@@ -81,8 +90,11 @@ def route_all(
     items: Sequence[tuple[str, str]],
     members: Mapping[str, Sequence[str]],
     tuning: Tuning,
+    disk: VectorCache | None = None,
 ) -> dict[str, Route]:
-    """Where each ``(key, text)`` goes; ``members`` are the texts each bundle holds already."""
+    """Where each ``(key, text)`` goes; ``members`` are the texts each bundle holds already
+    (their vectors, the scopes' and the background's come from ``disk`` when an earlier run
+    stored them there)."""
     import numpy as np
 
     out: dict[str, Route] = {}
@@ -91,9 +103,9 @@ def route_all(
     if not bundles:
         return {k: Route((), {}, {}, "no bundles are defined in PROGRAM.md") for k, _ in items}
     names = [b.name for b in bundles]
-    scopes = np.array(cached(embed, [b.scope for b in bundles]))
-    vectors = embed([text for _, text in items])
-    back = np.array(cached(embed, list(background())))
+    scopes = np.array(cached(embed, [b.scope for b in bundles], disk))
+    vectors = np.array(cached(embed, [text for _, text in items], disk))
+    back = np.array(cached(embed, list(background()), disk))
     back_sim = back @ vectors.T  # background sentence x source
     back_scope = back @ scopes.T
     back_member = np.full((len(back), len(bundles)), -1.0)
@@ -117,7 +129,7 @@ def route_all(
     for j, name in enumerate(names):
         texts = [t for t in members.get(name, ()) if t.strip()]
         if texts:
-            held[j] = cached(embed, texts)
+            held[j] = cached(embed, texts, disk)
     scope_sim = vectors @ scopes.T
     member_sim = np.full((len(items), len(bundles)), -1.0)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..doc import frontmatter, paths
 from ..kiwi import report as coverage
-from . import meaning, routing, updates, wiki
+from . import meaning, routing, updates, vectorcache, wiki
 from .files import markdown_under
 from .program import Program
 from .terms import slugify
@@ -213,9 +213,15 @@ def route_sources(
             for b in program.bundles
         }
         items = [(s.path, _route_text(s)) for s in todo]
-        routes.update(
-            meaning.route_all(router.embed, program.bundles, items, members, router.tuning)
-        )
+        disk = vectorcache.for_store(root)
+        try:
+            routes.update(
+                meaning.route_all(
+                    router.embed, program.bundles, items, members, router.tuning, disk
+                )
+            )
+        finally:
+            disk.close()
     return routes
 
 
@@ -248,9 +254,6 @@ def with_entries(text: str, source: dict[str, Any], merge: dict[str, Any]) -> st
     return frontmatter.edit(text, mutate)
 
 
-_VECTORS: dict[str, Any] = {}  # article profile text -> vector, within one process
-
-
 def subject_article(
     root: Path, src: Source, bundle: str, items: list[wiki.Article], router: Router | None
 ) -> tuple[wiki.Article | None, float]:
@@ -270,12 +273,12 @@ def subject_article(
     text = _route_text(src)
     if router is not None and router.embed is not None:
         profiles = [subject_profile(root, a) for a in items]
-        missing = [p for p in profiles if p not in _VECTORS]
-        if missing:
-            for p, v in zip(missing, router.embed(missing), strict=True):
-                _VECTORS[p] = v
-        vec = router.embed([text])[0]
-        sims = [float(_VECTORS[p] @ vec) for p in profiles]
+        disk = vectorcache.for_store(root)
+        try:
+            *vectors, vec = meaning.cached(router.embed, [*profiles, text], disk)
+        finally:
+            disk.close()
+        sims = [float(v @ vec) for v in vectors]
         threshold = router.update_similarity
     else:
         sims = [updates.lexical_subject(text, subject_profile(root, a)) for a in items]

@@ -3,7 +3,8 @@ for turns: the plan packet's thread items and the pages an apply returns for the
 
 A thread page says what was asked, decided, done and answered. Its facts (each turn's
 answer, oldest first; routing also reads the questions) are routed by the router consolidate
-uses for inbox sources (:func:`memdir.engine.routing.route`, over the bundles' scopes) and,
+uses for inbox sources (by meaning, :func:`memdir.engine.meaning.route_all`, when the run's
+router can embed; else by words, :func:`memdir.engine.routing.route`) and,
 where a bundle fits, written by the run's writer into one article per thread and bundle,
 ``thread: <name>`` in its frontmatter, citing the thread page (``sources: [{id, resource:
 threads/<slug>.md}]``) and recording in ``merged-from`` every turn it was written from. A
@@ -23,7 +24,7 @@ from typing import Any
 from ..doc import frontmatter
 from ..doc.turnrecord import TurnRecord
 from ..errors import InvalidInput, ProviderError
-from . import routing, threads, wiki
+from . import meaning, placing, routing, threads, vectorcache, wiki
 from .files import Batch
 from .harness import Harness
 from .program import Program
@@ -52,6 +53,8 @@ class Filing:
     writer: Writer
     actor: str
     at: str
+    #: The run's router: by meaning when it can embed (as inbox sources are), else by words.
+    router: placing.Router | None = None
 
 
 def file_threads(batch: Batch, root: Path, folded: threads.Folded, how: Filing) -> set[str]:
@@ -61,17 +64,12 @@ def file_threads(batch: Batch, root: Path, folded: threads.Folded, how: Filing) 
     ``folded.unrouted``."""
     bundles: set[str] = set()
     fallback = ExtractiveWriter()
-    thresholds = how.program.thresholds
+    routes = _routes(root, folded, how)
     for page, (thread, turns) in sorted(folded.threads.items()):
         text = facts(turns)
         if not text:
             continue
-        route = routing.route(
-            how.program.bundles,
-            f"Thread {thread}\n{facts(turns, asked=True)}",
-            routing=thresholds.routing,
-            quarantine=thresholds.quarantine,
-        )
+        route = routes[page]
         if route.quarantined:
             scores = {k: round(v, 3) for k, v in route.scores.items()}
             folded.unrouted.append(
@@ -89,6 +87,36 @@ def file_threads(batch: Batch, root: Path, folded: threads.Folded, how: Filing) 
             folded.articles.append(rel)
             bundles.add(bundle)
     return bundles
+
+
+def _routes(root: Path, folded: threads.Folded, how: Filing) -> dict[str, routing.Route]:
+    """The route of every folded page's facts (and questions): all together by meaning when
+    the run's router can embed, each one by words otherwise."""
+    items = [
+        (page, f"Thread {thread}\n{facts(turns, asked=True)}")
+        for page, (thread, turns) in sorted(folded.threads.items())
+        if facts(turns)
+    ]
+    router = how.router
+    if items and router is not None and router.embed is not None:
+        members = {
+            b.name: [placing.article_profile(a) for a in wiki.articles(root, b.name)]
+            for b in how.program.bundles
+        }
+        disk = vectorcache.for_store(root)
+        try:
+            return meaning.route_all(
+                router.embed, how.program.bundles, items, members, router.tuning, disk
+            )
+        finally:
+            disk.close()
+    thresholds = how.program.thresholds
+    return {
+        page: routing.route(
+            how.program.bundles, text, routing=thresholds.routing, quarantine=thresholds.quarantine
+        )
+        for page, text in items
+    }
 
 
 def _article(

@@ -354,7 +354,7 @@ class KnowledgeEngine:
             if fold_turns:
                 at = reflect.rfc3339(reflect.now_utc())
                 folded = threads.fold(batch, root, turn_rels, actor=who, date=at, pages=pages)
-                filing = turnfacts.Filing(prog, h, writer, who, at)
+                filing = turnfacts.Filing(prog, h, writer, who, at, rt)
                 outcome.bundles |= turnfacts.file_threads(batch, root, folded, filing)
                 outcome.articles += folded.articles
             for bundle in sorted(outcome.bundles):
