@@ -118,6 +118,7 @@ class EngineSettings:
     route_lexical_weight: float = 0.3
     update_similarity: float = 0.65  # a source this close to an article updates it
     answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
+    answer_known_miss: float = 0.5  # query: above it, "not found" (docs/engine.md, "query")
 
 
 @dataclass(frozen=True)

@@ -178,11 +178,12 @@ def run(
 ) -> Recall:
     """Tiers 0-2, then :func:`judge` with ``[engine] answer_floor`` and, when embeddings are
     enabled, the embedder (no settings: no floor, words only)."""
-    floor, embed = 0.0, None
+    floor, embed, known_miss = 0.0, None, 1.0
     if settings is not None:
         from .meaning import embedder_for
 
         floor = settings.engine.answer_floor
+        known_miss = settings.engine.answer_known_miss
         if settings.embeddings.enabled:
             embed, _ = embedder_for(settings, purpose="query")
     walker = Walker(root, program, question, visible)
@@ -202,13 +203,26 @@ def run(
             seen.add(path)
             walker.read_article(path, getattr(hit, "title", path), 2, float(hit.score))
     recall = walker.recall
-    judge(root, recall, floor=floor, embed=embed)
+    judge(root, recall, floor=floor, embed=embed, known_miss=known_miss)
     return recall
 
 
-def judge(root: Path, recall: Recall, *, floor: float, embed: Embed | None) -> None:
+def judge(
+    root: Path,
+    recall: Recall,
+    *,
+    floor: float,
+    embed: Embed | None,
+    known_miss: float = 1.0,
+) -> None:
     """Rank the answers by relevance and apply the floor: when even the best is below it,
-    the answers become ``nearest`` pointers and the result is "not found"."""
+    the answers become ``nearest`` pointers and the result is "not found".
+
+    Also "not found" when the best answer lacks more than ``known_miss`` of the question's
+    term weight in words that other articles of the wiki do use (:func:`known_missing`): the
+    memory knows those words, just not on this page, so the page is about the question's
+    subject but not about what it asks (the date of the last repot of a plant whose page
+    only says how to water it)."""
     recall.floor = floor
     if not recall.answers:
         return
@@ -219,8 +233,26 @@ def judge(root: Path, recall: Recall, *, floor: float, embed: Embed | None) -> N
     for a in recall.answers:
         a.relevance = round(relevance(q, a.claims, df, total, qvec, embed), 3)
     recall.answers.sort(key=lambda a: -a.relevance)  # stable: the walk's order breaks ties
-    if recall.answers[0].relevance < floor:
+    best = recall.answers[0]
+    if best.relevance < floor or known_missing(q, best.claims, df, total) > known_miss:
         recall.nearest, recall.answers = recall.answers, []
+
+
+def known_missing(q: list[str], texts: list[str], df: dict[str, int], total: int) -> float:
+    """The share of the question's term weight (IDF over the wiki) in terms some article
+    uses but ``texts`` (an article's title and claims) do not: 0 when the article holds every
+    question word the wiki knows. A word no article uses does not count: a paraphrase ("How
+    fast ...") is not evidence that the answer is elsewhere."""
+    if not q:
+        return 0.0
+    have = term_set(" ".join(texts))
+
+    def idf(t: str) -> float:
+        return math.log((total + 1) / (df.get(t, 0) + 0.5))
+
+    weight = sum(idf(t) for t in q)
+    absent = sum(idf(t) for t in q if df.get(t, 0) > 0 and t not in have)
+    return absent / weight if weight > 0 else 0.0
 
 
 def relevance(
