@@ -135,8 +135,9 @@ def routing_cost(bundles: int, articles: int, sources: int = 30) -> dict[str, fl
     consolidate after the first) and the per-source p50/p95 after it."""
     import tempfile
 
-    from memdir.engine import meaning, vectorcache
+    from memdir.engine import meaning
     from memdir.engine.program import Bundle
+    from memdir.index import routevectors as vectorcache
     from memdir.settings import Settings
 
     embed, why = meaning.embedder_for(Settings())

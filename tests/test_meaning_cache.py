@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memdir.engine import meaning, vectorcache
+from memdir.engine import meaning
 from memdir.files.store import Store
+from memdir.index import routevectors as vectorcache
 from memdir.service import Memory
 
 

@@ -29,11 +29,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..index.routevectors import VectorCache
 from .program import Bundle
 from .routing import Route
 from .routing import score as lexical_score
 from .terms import term_set
-from .vectorcache import VectorCache
 
 BACKGROUND_FILE = Path(__file__).parent / "data" / "background.txt"
 #: Background sentences at least this close to a scope are left out (see the docstring).

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter, paths
+from ..index import routevectors as vectorcache
 from ..kiwi import report as coverage
-from . import meaning, routing, updates, vectorcache, wiki
+from . import meaning, routing, updates, wiki
 from .files import markdown_under
 from .program import Program
 from .terms import slugify

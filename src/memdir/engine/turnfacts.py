@@ -24,7 +24,8 @@ from typing import Any
 from ..doc import frontmatter
 from ..doc.turnrecord import TurnRecord
 from ..errors import InvalidInput, ProviderError
-from . import meaning, placing, routing, threads, vectorcache, wiki
+from ..index import routevectors as vectorcache
+from . import meaning, placing, routing, threads, wiki
 from .files import Batch
 from .harness import Harness
 from .program import Program

@@ -47,8 +47,9 @@ class VectorCache:
             db = sqlite3.connect(str(self.path), timeout=5.0, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(
-                "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, digest BLOB NOT NULL,"
-                " dim INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, digest))"
+                "CREATE TABLE IF NOT EXISTS route_vectors (model TEXT NOT NULL,"
+                " digest BLOB NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,"
+                " PRIMARY KEY (model, digest))"
             )
         except (sqlite3.Error, OSError) as exc:
             self.broken = str(exc) or type(exc).__name__
@@ -71,7 +72,7 @@ class VectorCache:
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = db.execute(
-                    "SELECT digest, dim, vector FROM vectors"
+                    "SELECT digest, dim, vector FROM route_vectors"
                     f" WHERE model = ? AND digest IN ({marks})",
                     [model, *chunk],
                 ).fetchall()
@@ -98,7 +99,7 @@ class VectorCache:
             rows.append((model, _digest(text), len(v), v.tobytes()))
         try:
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", rows)
+            db.executemany("INSERT OR REPLACE INTO route_vectors VALUES (?, ?, ?, ?)", rows)
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             self.broken = str(exc) or type(exc).__name__
