@@ -29,14 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IndexUnavailable, MissingExtra
@@ -259,15 +257,19 @@ class PgIndex:
     # -- writing --------------------------------------------------------------------------
 
     def _state(self, local: Index) -> tuple[Any, ...]:
-        """What changes whenever the local index commits (its files' sizes and times)."""
-        out: list[Any] = []
-        for name in (local.path, Path(f"{local.path}-wal")):
-            try:
-                st = os.stat(name)
-                out += [st.st_mtime_ns, st.st_size]
-            except OSError:
-                out += [0, 0]
-        return tuple(out)
+        """What changes whenever the local index changes what Postgres mirrors.
+
+        Its generation (every change of a document row) and the top of its chunk log
+        (every change of the vectors and passages); a cache the local index writes for
+        itself (postings of common words) changes neither.
+        """
+        from .vectorrows import chunk_log_top
+
+        try:
+            chunks: Any = chunk_log_top(local.conn)
+        except sqlite3.Error:
+            chunks = None
+        return (local.generation, chunks)
 
     def sync(self, local: Index, model: str | None, *, force: bool = False) -> PgSyncStats:
         """Bring this store's rows in step with the local index (its vectors of ``model``).
