@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean install claude-cli ui-browser ui-screenshots
+.PHONY: demo test lint typecheck unit bench clean install claude-cli ui-browser ui-screenshots postgres
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,12 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+
+# The Postgres engine's driver and, for its tests and benchmarks, a PostgreSQL with pgvector
+# bundled in a wheel (pgserver); tests/test_postgres*.py skip without them.
+postgres: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[postgres]' 'pgserver==0.1.4'
+	$(BIN)/python -m memdir.index.pglocal --check
 
 # The web UI in a real browser: Debian's chromium (installed when apt-get can), driven by
 # Playwright (in the dev extra); ui-screenshots also rewrites docs/ui/*.png.

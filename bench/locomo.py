@@ -321,6 +321,28 @@ def table(main: Mapping[str, Any], base: Mapping[str, Any], mode: str) -> str:
     return "\n".join(rows)
 
 
+def _postgres_run(
+    root: Path,
+    overrides: Mapping[str, Mapping[str, Any]],
+    dsn: str,
+    conv: Conversation,
+    paths: Mapping[str, str],
+    mode: str,
+    count: Any,
+) -> list[Result]:
+    """The same questions over the same store, ranked by the Postgres engine (docs/postgres.md)."""
+    shared = {**overrides, "index": {"engine": "postgres", "dsn": dsn, "store": conv.sample_id}}
+    mem = open_memory(root, shared, fresh=False)
+    try:
+        t0 = time.perf_counter()
+        mem.reindex(full=True)
+        print(f"{conv.sample_id}: postgres rebuilt in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)  # fmt: skip
+        return run_mode(mem, conv, paths, mode, count)
+    finally:
+        mem.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON file")
@@ -334,6 +356,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         metavar="SECTION.KEY=VALUE",
         help="a setting override, e.g. search.neighbour_boost=0.5 (repeatable)",
+    )
+    parser.add_argument(
+        "--engine",
+        default="sqlite",
+        choices=["sqlite", "both"],
+        help="both: also rank every question with the Postgres engine and compare",
+    )
+    parser.add_argument(
+        "--dsn", default="", help="the Postgres DSN (default: a throwaway server, pglocal)"
     )
     parser.add_argument("--keep", type=Path, help="keep the stores under this folder")
     parser.add_argument(
@@ -354,6 +385,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     main_results: list[Result] = []
     base_results: list[Result] = []
     per_conv: dict[str, dict[str, dict[str, float]]] = {}
+    pg_results: list[Result] = []
+    server = None
+    dsn = args.dsn
+    if args.engine == "both" and not dsn:
+        from memdir.index import pglocal
+
+        server = pglocal.start()
+        dsn = server.dsn
     started = time.perf_counter()
     try:
         for conv in convs:
@@ -392,14 +431,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 base_results += base
                 main_results += main_res
+                if args.engine == "both":
+                    pg_results += _postgres_run(root, overrides, dsn, conv, paths, args.mode, count)
             finally:
                 mem.close()
     finally:
+        if server is not None:
+            server.remove()
         if args.keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
     figures = score(main_results)
     baseline = score(base_results)
     print(table(figures, baseline, args.mode))
+    if pg_results:
+        pg_figures = score(pg_results)
+        print(f"\nPostgres engine ({args.mode}) beside SQLite ({args.mode}):")
+        print(table(pg_figures, figures, args.mode).replace("bm25", "sqlite", 1))
+        worst = max(
+            abs(pg_figures[level][k] - figures[level][k])
+            for level in ("turn", "session")
+            for k in figures[level]
+        )
+        print(f"largest difference postgres - sqlite: {worst:.4f}")
     print(f"total {time.perf_counter() - started:.1f} s", file=sys.stderr)
     if args.json:
         out = dict(figures)

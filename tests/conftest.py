@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,3 +78,20 @@ def toy() -> Iterator[None]:
     yield
     manager().unregister(plugin)
     embeddings.clear_cache()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL with pgvector per test session (memdir.index.pglocal).
+
+    Tests skip, saying why, when no such server can be had (`make postgres` provides one).
+    """
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    from memdir.index import pglocal
+
+    try:
+        server = pglocal.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"no PostgreSQL with pgvector: {exc}")
+    yield server
+    server.remove()

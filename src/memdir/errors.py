@@ -98,6 +98,13 @@ class IndexBusy(MemdirError):
     http_status = 503
 
 
+class IndexUnavailable(MemdirError):
+    """The Postgres index cannot be reached (the files are written; searches wait for it)."""
+
+    code = "index_unavailable"
+    http_status = 503
+
+
 class ConfigError(MemdirError):
     code = "config_error"
     http_status = 500

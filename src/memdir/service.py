@@ -266,7 +266,12 @@ class Memory:
 
     def reindex(self, *, full: bool = False) -> SyncStats:
         """Sync the index, or rebuild it from the files with ``full``."""
-        return self.documents.reindex(full=full)
+        stats = self.documents.reindex(full=full)
+        if full and self.settings.index.engine == "postgres":
+            from .retrieval import pgranks
+
+            pgranks.rebuild(self.retrieval)  # and the store's rows in the Postgres index
+        return stats
 
     def doctor(self) -> DoctorReport:
         """Compare the index with the files (nothing is changed)."""

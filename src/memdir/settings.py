@@ -144,6 +144,14 @@ class SyncSettings:
 
 
 @dataclass(frozen=True)
+class IndexSettings:
+    engine: str = "sqlite"  # or "postgres" (docs/postgres.md)
+    dsn: str = ""  # the Postgres connection string (libpq's key=value or a postgresql:// URL)
+    store: str = ""  # this store's key in the Postgres index (default: the folder's name)
+    connect_timeout_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
 class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -155,6 +163,7 @@ class Settings:
     engine: EngineSettings = field(default_factory=EngineSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     sync: SyncSettings = field(default_factory=SyncSettings)
+    index: IndexSettings = field(default_factory=IndexSettings)
 
     def replace(self, **sections: Mapping[str, Any]) -> Settings:
         """A copy with some fields changed: ``s.replace(store={"git_commit": False})``."""
@@ -168,6 +177,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("search", "mode"): ("auto", "bm25", "vector", "hybrid"),
     ("turns", "token_counter"): ("auto", "tiktoken", "bytes"),
     ("engine", "router"): ("meaning", "lexical"),
+    ("index", "engine"): ("sqlite", "postgres"),
 }
 
 

@@ -207,3 +207,26 @@ def _pointers(
         _hit(row, snippets.get(row["id"]), score, rank)
         for rank, (row, score) in enumerate(ranked, start=offset + 1)
     ]
+
+
+def hits_for_paths(
+    conn: sqlite3.Connection, query: str, ranked: list[tuple[str, float]], offset: int = 0
+) -> list[Hit]:
+    """BM25 hits for ``(path, score)`` ranked elsewhere (the Postgres engine), as :func:`bm25`
+    shows them: FTS5's snippets, the same ``why``. Paths this index does not hold are left out.
+    """
+    if not ranked:
+        return []
+    rows: dict[str, sqlite3.Row] = {}
+    paths = [p for p, _ in ranked]
+    for lo in range(0, len(paths), 500):
+        part = paths[lo : lo + 500]
+        marks = ",".join("?" * len(part))
+        for row in conn.execute(
+            f"SELECT d.id, d.path, d.title, d.type, d.memory_kind, {_POINTER_COLUMNS} "
+            f"FROM docs d WHERE d.path IN ({marks})",
+            part,
+        ):
+            rows[row["path"]] = row
+    found = [(rows[p], -score) for p, score in ranked if p in rows]
+    return _pointers(conn, fts_query(query), found, offset)

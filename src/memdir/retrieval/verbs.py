@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..index import lookups
 from ..index.search import Filters, Hit, bm25, fts_query, words
-from . import pointers, signals
+from . import pgranks, pointers, signals
 from .fusion import diversify, rrf
 from .rerank import finite_score
 
@@ -139,6 +139,7 @@ class Retrieval:
         self._embedder_failed: tuple[float, str] | None = None  # (retry after, why)
         self._vector_index: VectorIndex | None = None
         self._users_cache: tuple[int, list[str]] | None = None
+        self.pg = pgranks.engine(settings, store.root)  # [index] engine = "postgres"
 
     def after_forget(self, *, purge: bool) -> None:
         """After a document is forgotten: a purge also drops its chunks, vectors and passages,
@@ -352,7 +353,10 @@ class Retrieval:
                         raise
                     effective, fallback = "bm25", self._note_embedder_down(exc)
             if effective == "bm25":
-                hits = self.docs.keyword_search(query, limit=want, filters=flt)
+                if self.pg is not None:
+                    hits = pgranks.keyword_hits(self.pg, self.index, query, flt, want)
+                else:
+                    hits = self.docs.keyword_search(query, limit=want, filters=flt)
                 for hit in hits:
                     hit.why.setdefault("mode", "bm25")
                     if fallback:
@@ -435,9 +439,11 @@ class Retrieval:
         return vector
 
     def _vector_hits(self, query: str, size: int, flt: Filters) -> list[Hit]:
-        found = self.vector_index().search_vector(
-            self._query_vector(query), limit=size, filters=flt
-        )
+        qvec, pg = self._query_vector(query), self.pg
+        if pg is not None:
+            found = pgranks.vector_hits(pg, self.index, self.vector_index(), qvec, flt, size)
+        else:
+            found = self.vector_index().search_vector(qvec, limit=size, filters=flt)
         hits = pointers.hits_for(
             self.index.conn, [h.doc_id for h in found], query, {h.doc_id: h for h in found}
         )
@@ -457,9 +463,9 @@ class Retrieval:
         opts = self.settings.search
         depth = max(opts.candidates, size * 2)
         named = named_users(query, self._users())
-        vectors = self.vector_index()
-        loaded = vectors.loaded()
         vector_query = without_users(query, named)
+        vectors = self.vector_index()
+        loaded = vectors.loaded() if self.pg is None else None  # Postgres ranks the vectors
 
         def first_pass() -> FirstPass | None:
             # Embedding and scoring every row need no SQLite: they run on another thread
@@ -476,6 +482,9 @@ class Retrieval:
         found = (
             [] if scan is None else vectors.search_vector(None, limit=depth, filters=flt, scan=scan)
         )
+        if self.pg is not None:
+            qvec = self._query_vector(vector_query)  # the first pass's, from the cache
+            found = pgranks.vector_hits(self.pg, self.index, vectors, qvec, flt, depth)
         fused = rrf(
             {"bm25": lexical_ids, "vector": [h.doc_id for h in found]},
             k=opts.rrf_k,
@@ -540,6 +549,8 @@ class Retrieval:
         from ..index.passages import has_passages
         from ..index.search import query_words
 
+        if self.pg is not None:
+            return pgranks.lexical_ids(self.pg, self, query, flt, depth)
         conn = self.index.conn
         if flt.include_superseded or not has_passages(conn):
             lexical = bm25(conn, query, flt, depth)

@@ -1,0 +1,177 @@
+"""The Postgres index beside SQLite at N synthetic documents (docs/benchmarks.md).
+
+Writes N documents as ``bench/synth.py`` does, then for each engine: the full build
+(``reindex --full``; for Postgres, the rebuild of its rows from the local index, after the
+SQLite build), BM25 and hybrid p50/p95 over the same queries, and the throughput of 8
+threads searching at once (BM25). Vectors come from a hashing embedder of 64 dimensions
+registered here (word hashes, no model), so the hybrid figures are the cost of ranking and
+fusion, not of a model; query embedding costs microseconds.
+
+    python bench/scale.py --docs 20000 [--dsn DSN] [--json out.json]
+
+Without ``--dsn`` a throwaway server is started (memdir.index.pglocal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import synth
+from memdir.providers.plugins import hookimpl, manager
+from memdir.service import Memory
+from memdir.vectors import embedder as emb
+
+DIM = 64
+
+
+class Hashing(emb.Embedder):
+    """Each word adds +1 or -1 to one of 64 dimensions chosen by its hash; unit length."""
+
+    dim = DIM
+    window = 256
+    model_id = "hashing-64"
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in text.lower().split():
+                h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "big")
+                out[row, h % DIM] += 1.0 if h & 0x80000000 else -1.0
+        return emb.normalise(out)
+
+
+class Plugin:
+    @hookimpl
+    def register_embedders(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        register("hashing", lambda settings: Hashing())
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timed(mem: Memory, queries: list[str], mode: str) -> dict[str, float]:
+    mem.search(queries[0], limit=10, mode=mode)  # warm
+    seconds = []
+    for q in queries:
+        t0 = time.perf_counter()
+        mem.search(q, limit=10, mode=mode)
+        seconds.append(time.perf_counter() - t0)
+    return {
+        "p50_ms": round(1000 * statistics.median(seconds), 2),
+        "p95_ms": round(1000 * percentile(seconds, 0.95), 2),
+    }
+
+
+def readers(mem: Memory, queries: list[str], threads: int, seconds: float) -> float:
+    """Searches per second of ``threads`` threads searching (BM25) for ``seconds``."""
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        while time.monotonic() < stop:
+            mem.search(rng.choice(queries), limit=10, mode="bm25")
+            done[i] += 1
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    t0 = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return round(sum(done) / (time.perf_counter() - t0), 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=20_000)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--seconds", type=float, default=10.0, help="of the readers' run")
+    parser.add_argument("--dsn", default="")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    manager().register(Plugin())
+    work = Path(tempfile.mkdtemp(prefix="memdir-scale-"))
+    root = Memory.init(work / "store")
+    root.close()
+    root_path = work / "store"
+    t0 = time.perf_counter()
+    synth.generate(root_path, args.docs)
+    print(f"wrote {args.docs} documents in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    words, _ = synth.vocabulary()
+    rng = random.Random(3)
+    queries = [" ".join(rng.sample(words, rng.randint(1, 3))) for _ in range(args.queries)]
+    server = None
+    dsn = args.dsn
+    if not dsn:
+        from memdir.index import pglocal
+
+        server = pglocal.start()
+        dsn = server.dsn
+    base = {"store": {"git_commit": False}, "embeddings": {"provider": "hashing"}}
+    out: dict[str, Any] = {"docs": args.docs, "queries": len(queries)}
+    try:
+        with Memory.open(root_path, overrides=base) as mem:
+            t0 = time.perf_counter()
+            mem.reindex(full=True)
+            build = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            mem.embed()
+            embed = time.perf_counter() - t0
+            out["sqlite"] = {"build_s": round(build, 1), "embed_s": round(embed, 1)}
+            out["sqlite"]["bm25"] = timed(mem, queries, "bm25")
+            out["sqlite"]["hybrid"] = timed(mem, queries, "hybrid")
+            out["sqlite"]["readers8_qps"] = readers(mem, queries, 8, args.seconds)
+            print(json.dumps(out["sqlite"]), file=sys.stderr)
+        shared = {**base, "index": {"engine": "postgres", "dsn": dsn, "store": "scale"}}
+        with Memory.open(root_path, overrides=shared) as mem:
+            t0 = time.perf_counter()
+            mem.reindex(full=True)  # the local rebuild, then Postgres's rows
+            build = time.perf_counter() - t0
+            out["postgres"] = {"build_s": round(build, 1)}
+            out["postgres"]["bm25"] = timed(mem, queries, "bm25")
+            out["postgres"]["hybrid"] = timed(mem, queries, "hybrid")
+            out["postgres"]["readers8_qps"] = readers(mem, queries, 8, args.seconds)
+            same = sum(
+                [h.path for h in mem.search(q, limit=10, mode="bm25")]
+                == [h.path for h in _sqlite_hits(root_path, base, q)]
+                for q in queries[:20]
+            )
+            out["postgres"]["bm25_same_top10_of_20"] = same
+            print(json.dumps(out["postgres"]), file=sys.stderr)
+    finally:
+        if server is not None:
+            server.remove()
+    print(json.dumps(out, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+_local: dict[str, Memory] = {}
+
+
+def _sqlite_hits(root: Path, base: dict[str, Any], query: str) -> list[Any]:
+    if "mem" not in _local:
+        _local["mem"] = Memory.open(root, overrides=base)
+    return _local["mem"].search(query, limit=10, mode="bm25")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
