@@ -219,3 +219,102 @@ def test_a_bad_option_is_logged_and_the_prompt_still_gets_its_pack(
 def test_hook_help_still_goes_to_the_cli(tmp_path: Path) -> None:
     rc, out, err, modules = run_hook({}, ["hook", "--help"], b"", tmp_path / "m.json")
     assert rc == 0 and "AGENT EVENT" in out and "click" in modules
+
+
+def _wait_for_the_walk(root: Path) -> None:
+    """Block until the stat walk a hook left running is over (it holds this lock)."""
+    import fcntl
+
+    lock = root / ".memdir" / "hooks" / "walk.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+
+
+def test_an_edit_made_outside_memdir_reaches_the_index_after_the_hook(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """A hook answers from the index as it stands and walks the store after answering: an
+    edit made in place behind memdir's back (same inode, the folder's mtime unchanged) is
+    in the next full open at once, and in the index once the hook's walk ran."""
+    from memdir.index import Index
+
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.write("notes/deploy.md", "# Deploy\n\nthe blue switch\n")
+        mem.sync()  # the index has walked the whole store once
+    note = store_root / "notes" / "deploy.md"
+    folder_mtime = note.parent.stat().st_mtime_ns
+    with note.open("r+", encoding="utf-8") as handle:  # in place, as many editors save
+        handle.truncate(0)
+        handle.write("# Deploy\n\nnow the red lever, not the switch\n")
+    assert note.parent.stat().st_mtime_ns == folder_mtime
+    with Memory.open(store_root) as mem:  # any full open walks first
+        assert [h.path for h in mem.search("lever", mode="bm25")] == ["notes/deploy.md"]
+    with note.open("r+", encoding="utf-8") as handle:
+        handle.truncate(0)
+        handle.write("# Deploy\n\na purple knob these days\n")
+    index = Index(store_root)
+    try:
+        before = index._stamps()["notes/deploy.md"]
+    finally:
+        index.close()
+    st = note.stat()
+    assert before != (st.st_mtime_ns, st.st_size)
+    rc, out, err, _ = run_hook(
+        env,
+        ["hook", "claude-code", "UserPromptSubmit"],
+        session.payload("UserPromptSubmit"),
+        tmp_path / "m.json",
+    )
+    assert (rc, err) == (0, "") and out
+    _wait_for_the_walk(store_root)
+    index = Index(store_root)
+    try:
+        assert index._stamps()["notes/deploy.md"] == (st.st_mtime_ns, st.st_size)
+    finally:
+        index.close()
+
+
+def test_a_hook_on_an_index_that_never_walked_walks_first(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """Files the index never saw (a store cloned, an index deleted) are in the first pack."""
+    env, session = session_env
+    (store_root / ".memdir" / "index.db").unlink()
+    for extra in store_root.glob(".memdir/index.db-*"):
+        extra.unlink()
+    rc, out, err, _ = run_hook(
+        env,
+        ["hook", "claude-code", "SessionStart"],
+        session.payload("SessionStart", source="startup"),
+        tmp_path / "m.json",
+    )
+    assert (rc, err) == (0, "") and "blue switch" in out
+
+
+def test_the_hook_exits_while_its_walk_still_runs(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """The walk holds none of the agent's pipes: the hook's stdout closes when it exits, and
+    a walk killed with SIGKILL leaves an index the next open brings in step."""
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    lock = store_root / ".memdir" / "hooks" / "walk.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    import fcntl
+
+    # A walk "running" (this test holds its lock): the hook must not wait for it.
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        (store_root / "notes").mkdir(exist_ok=True)
+        (store_root / "notes" / "later.md").write_text("# Later\n\nthe green door\n")
+        rc, out, err, _ = run_hook(
+            env,
+            ["hook", "claude-code", "UserPromptSubmit"],
+            session.payload("UserPromptSubmit"),
+            tmp_path / "m.json",
+        )
+        assert (rc, err) == (0, "") and out
+    with Memory.open(store_root) as mem:
+        assert [h.path for h in mem.search("green door", mode="bm25")] == ["notes/later.md"]
