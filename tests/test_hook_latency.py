@@ -318,3 +318,68 @@ def test_the_hook_exits_while_its_walk_still_runs(
         assert (rc, err) == (0, "") and out
     with Memory.open(store_root) as mem:
         assert [h.path for h in mem.search("green door", mode="bm25")] == ["notes/later.md"]
+
+
+def _committed(root: Path) -> set[str]:
+    done = subprocess.run(
+        ["git", "-C", str(root), "log", "--name-only", "--format="],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {line for line in done.stdout.splitlines() if line}
+
+
+def _stop(env: dict[str, str], session: ClaudeSession, tmp_path: Path) -> None:
+    session.prompt("roll back billing now")
+    session.tool("Bash", {"command": "make rollback"}, "rolled back")
+    session.reply("Rolled back with the blue switch.")
+    rc, out, err, _ = run_hook(
+        env, ["hook", "claude-code", "Stop"], session.payload("Stop"), tmp_path / "m.json"
+    )
+    assert (rc, out, err) == (0, "", "")
+
+
+def test_stop_leaves_its_commit_to_the_child(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    _stop(env, session, tmp_path)
+    _wait_for_the_walk(store_root)
+    turns = {p for p in _committed(store_root) if "/turns/" in f"/{p}"}
+    on_disk = {
+        str(p.relative_to(store_root)) for p in store_root.rglob("*.md") if "turns" in p.parts
+    }
+    assert on_disk and on_disk <= turns  # every turn file, the new one too, is in git
+    assert list(store_root.glob(".memdir/journal/*.commits")) == []  # no commit left queued
+
+
+def test_a_stop_whose_child_never_ran_loses_nothing(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """The child dead before it committed (here: never started, its lock held): the turn is
+    on disk when the hook answers, and the next open commits and indexes it."""
+    import fcntl
+
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    before = _committed(store_root)
+    lock = store_root / ".memdir" / "hooks" / "walk.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _stop(env, session, tmp_path)
+        new = [
+            p
+            for p in store_root.rglob("*.md")
+            if "turns" in p.parts and str(p.relative_to(store_root)) not in before
+        ]
+        assert len(new) == 1 and "roll back billing now" in new[0].read_text()
+        assert str(new[0].relative_to(store_root)) not in _committed(store_root)
+    with Memory.open(store_root) as mem:
+        (turn,) = mem.thread(session.session, last=5)
+        assert mem.turn_show(turn.id).output == "Rolled back with the blue switch."
+    assert str(new[0].relative_to(store_root)) in _committed(store_root)

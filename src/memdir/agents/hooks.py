@@ -135,6 +135,9 @@ def main(words: list[str]) -> int:
 
 
 WALK_LOCK = "walk.lock"
+# How long a Stop's queued git commit may wait in its process (never reached: the process
+# hands it over to its child before it exits).
+DEFER_SECONDS = 3600.0
 
 
 def walk_detached(store: Path) -> bool:
@@ -182,13 +185,13 @@ def walk_detached(store: Path) -> bool:
 
 
 def _walk(store: Path) -> None:
-    from ..index import Index
+    """The child's work: open the store (which commits what a hook handed over, and walks
+    when it did), walk unless that open did, close."""
+    from ..service import Memory
 
-    index = Index(store)
-    try:
-        index.sync()
-    finally:
-        index.close()
+    with Memory.open(store) as mem:
+        if not mem.store.crashed:
+            mem.index.sync()
 
 
 def parse_words(words: list[str]) -> tuple[str, str, str | None, int | None, list[str]]:
@@ -264,15 +267,27 @@ def handle(
     from ..index import WALKED
     from ..service import Memory
 
-    with Memory.open(store) as mem:
+    # A Stop handed to a child afterwards (walk_later) leaves its git commit to that child:
+    # the write is queued, not committed at once, and handed over below.
+    defer = walk_later is not None and event in RECORD_EVENTS
+    later = {"store": {"git_batch_seconds": DEFER_SECONDS}} if defer else None
+    with Memory.open(store, overrides=later) as mem:
         if walk_later is not None and mem.index.meta(WALKED) is not None:
             mem.hold_sync()
             walk_later.append(store)
+        elif walk_later is not None:
+            walk_later.append(store)  # walked here; the child still commits what is queued
         if event in CONTEXT_EVENTS:
             prompt = payload.get("prompt") if event == "UserPromptSubmit" else ""
             text = pack_text(mem, session, user_of(env), str(prompt or ""), budget)
             return _answer(event, text)
-        skipped = _record(mem, agent, event, session, payload, env)
+        try:
+            skipped = _record(mem, agent, event, session, payload, env)
+        finally:
+            if defer:
+                # The turn file is on disk (written durably); its commit is in the book,
+                # which the child (or any later open, if the child dies) commits.
+                mem.store.git.hand_over()
     if notes is not None:
         notes.extend(f"skipped turn {key}: {why}" for key, why in skipped if "refused" in why)
     if event == "SessionEnd":
