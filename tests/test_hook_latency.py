@@ -116,10 +116,17 @@ def test_post_tool_use_touches_only_the_spool(
     assert json.loads(spooled.splitlines()[-1])["tool_input"] == {"command": "ls"}
 
 
+@pytest.mark.parametrize("walked", [False, True])
 def test_the_hook_pack_is_memory_context_and_imports_little(
-    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+    session_env: tuple[dict[str, str], ClaudeSession],
+    store_root: Path,
+    tmp_path: Path,
+    walked: bool,
 ) -> None:
     env, session = session_env
+    if walked:  # the hook answers from the index without walking first (docs/agents.md)
+        with Memory.open(store_root) as mem:
+            mem.sync()
     prompt = "the billing deploy failed, roll back please"
     session.prompt(prompt)
     payload = session.payload("UserPromptSubmit")
