@@ -209,12 +209,12 @@ class Index:
         # the file system's.
         changed.sort()
         gone = list(stamps)  # indexed, not seen on disk
+        if self.meta(WALKED) is None:  # the walk is done: every file is seen (memdir hook)
+            with self.transaction() as conn:  # (set before applying: a bulk sync checkpoints)
+                self.set_meta(conn, WALKED, "1")
         if changed or gone:
             known = self._hashes([rel for rel, _, _ in changed]) if not full else {}
             self._apply(changed, gone, known, stats, force=full)
-        if self.meta(WALKED) is None:  # the index has seen every file once (memdir hook)
-            with self.transaction() as conn:
-                self.set_meta(conn, WALKED, "1")
         stats.seconds = time.perf_counter() - started
         return stats
 
