@@ -390,3 +390,45 @@ def test_a_stop_whose_child_never_ran_loses_nothing(
         (turn,) = mem.thread(session.session, last=5)
         assert mem.turn_show(turn.id).output == "Rolled back with the blue switch."
     assert str(new[0].relative_to(store_root)) in _committed(store_root)
+
+
+def test_four_sessions_stopping_at_once_each_commit_their_turn(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """Four Stops at the same moment, each forking its child (one walks, the others find
+    the walk lock held): every turn is recorded once, and all reach git by the next open."""
+    env, _ = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    full = {k: v for k, v in os.environ.items() if k != "MEMDIR_ROOT"}
+    full.update(env)
+    sessions = []
+    procs = []
+    for n in range(4):
+        session = ClaudeSession(tmp_path / "home", tmp_path / f"proj{n}")
+        session.prompt(f"parallel question {n}")
+        session.reply(f"parallel answer {n}")
+        sessions.append(session)
+    for _ in sessions:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "memdir", "hook", "claude-code", "Stop"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=full,
+            )
+        )
+    for proc, session in zip(procs, sessions, strict=True):
+        out, err = proc.communicate(json.dumps(session.payload("Stop")).encode(), timeout=120)
+        assert (proc.returncode, out, err) == (0, b"", b"")
+    _wait_for_the_walk(store_root)
+    with Memory.open(store_root) as mem:  # commits whatever a child did not get to
+        for n, session in enumerate(sessions):
+            (turn,) = mem.thread(session.session, last=5)
+            assert mem.turn_show(turn.id).output == f"parallel answer {n}"
+    on_disk = {
+        str(p.relative_to(store_root)) for p in store_root.rglob("*.md") if "turns" in p.parts
+    }
+    assert on_disk <= _committed(store_root)
+    assert list(store_root.glob(".memdir/journal/*.commits")) == []
