@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -363,12 +364,30 @@ def test_stop_leaves_its_commit_to_the_child(
     assert list(store_root.glob(".memdir/journal/*.commits")) == []  # no commit left queued
 
 
-def test_a_stop_whose_child_never_ran_loses_nothing(
+def _children_named(marker: str) -> list[int]:
+    """The live processes whose command line holds ``marker`` (unique to one test)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in words:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
+def test_a_stop_whose_child_is_killed_loses_nothing(
     session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
 ) -> None:
-    """The child dead before it committed (here: never started, its lock held): the turn is
-    on disk when the hook answers, and the next open commits and indexes it."""
+    """The turn is on disk when the hook answers; its child, killed with SIGKILL before it
+    committed (here while it waits for a walk: this test holds the walk lock), loses
+    nothing: the next open commits and indexes the turn."""
     import fcntl
+    import signal
 
     env, session = session_env
     with Memory.open(store_root) as mem:
@@ -376,15 +395,28 @@ def test_a_stop_whose_child_never_ran_loses_nothing(
     before = _committed(store_root)
     lock = store_root / ".memdir" / "hooks" / "walk.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
+    probe = tmp_path / "stop-probe.json"
     with lock.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        _stop(env, session, tmp_path)
+        session.prompt("roll back billing now")
+        session.reply("Rolled back with the blue switch.")
+        rc, out, err, _ = run_hook(
+            env, ["hook", "claude-code", "Stop"], session.payload("Stop"), probe
+        )
+        assert (rc, out, err) == (0, "", "")
+        deadline = time.monotonic() + 30
+        while not (waiting := _children_named(str(probe))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(waiting) == 1  # the hook exited; its child waits for the walk lock
+        os.kill(waiting[0], signal.SIGKILL)
         new = [
             p
             for p in store_root.rglob("*.md")
             if "turns" in p.parts and str(p.relative_to(store_root)) not in before
         ]
         assert len(new) == 1 and "roll back billing now" in new[0].read_text()
+        while _children_named(str(probe)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert str(new[0].relative_to(store_root)) not in _committed(store_root)
     with Memory.open(store_root) as mem:
         (turn,) = mem.thread(session.session, last=5)
@@ -395,8 +427,8 @@ def test_a_stop_whose_child_never_ran_loses_nothing(
 def test_four_sessions_stopping_at_once_each_commit_their_turn(
     session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
 ) -> None:
-    """Four Stops at the same moment, each forking its child (one walks, the others find
-    the walk lock held): every turn is recorded once, and all reach git by the next open."""
+    """Four Stops at the same moment, each forking its child (one walks, the others wait
+    for its lock): every turn is recorded once, and each child commits what it was left."""
     env, _ = session_env
     with Memory.open(store_root) as mem:
         mem.sync()
@@ -422,8 +454,12 @@ def test_four_sessions_stopping_at_once_each_commit_their_turn(
     for proc, session in zip(procs, sessions, strict=True):
         out, err = proc.communicate(json.dumps(session.payload("Stop")).encode(), timeout=120)
         assert (proc.returncode, out, err) == (0, b"", b"")
+    deadline = time.monotonic() + 60
+    while list(store_root.glob(".memdir/journal/*.commits")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the children commit on their own, one after the other
+    assert list(store_root.glob(".memdir/journal/*.commits")) == []
     _wait_for_the_walk(store_root)
-    with Memory.open(store_root) as mem:  # commits whatever a child did not get to
+    with Memory.open(store_root) as mem:
         for n, session in enumerate(sessions):
             (turn,) = mem.thread(session.session, last=5)
             assert mem.turn_show(turn.id).output == f"parallel answer {n}"

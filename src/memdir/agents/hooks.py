@@ -130,7 +130,8 @@ def main(words: list[str]) -> int:
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
     for store in later:
-        walk_detached(store)
+        # A turn's commit is in the child's hands: it waits for a walk running already.
+        walk_detached(store, wait=event in RECORD_EVENTS)
     return 0
 
 
@@ -140,14 +141,16 @@ WALK_LOCK = "walk.lock"
 DEFER_SECONDS = 3600.0
 
 
-def walk_detached(store: Path) -> bool:
+def walk_detached(store: Path, *, wait: bool = False) -> bool:
     """Bring the index of ``store`` in step with its files (the stat walk) in a child the
     hook does not wait for: forked after the answer is written, in a session of its own,
     with stdin, stdout and stderr on /dev/null so the agent's pipes close when the hook
     exits. At most one such walk runs per store: the hook takes ``.memdir/hooks/walk.lock``
     before forking and the child holds it until the walk is over (so whoever waits for that
     lock after the hook exited waits for the walk). When a walk runs already, nothing is
-    started: the next hook walks again. False when no child was started."""
+    started (the next hook walks again), unless ``wait``: then the child waits for that
+    walk to end and walks after it (a Stop's commit is left to its child, which commits it
+    on opening the store). False when no child was started."""
     if not hasattr(os, "fork"):
         return False
     import fcntl
@@ -159,8 +162,14 @@ def walk_detached(store: Path) -> bool:
         fd = os.open(folder / WALK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError:
         return False
+    held = True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                raise
+            held = False  # the child takes it once the running walk let go
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
             sys.stderr.flush()
@@ -177,6 +186,8 @@ def walk_detached(store: Path) -> bool:
         null = os.open(os.devnull, os.O_RDWR)
         for stream in (0, 1, 2):
             os.dup2(null, stream)
+        if not held:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         _walk(store)
     except BaseException:  # the child must end here, whatever happened
         code = 1
