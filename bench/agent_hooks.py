@@ -142,7 +142,34 @@ def hook(
     cpu.setdefault(event, []).append(_children_cpu() - before)
     if done.returncode != 0 or done.stderr:
         raise SystemExit(f"{event}: exit {done.returncode}: {done.stderr.decode()[:500]}")
+    waited = _wait_for_walk(Path(env["MEMDIR_ROOT"]))
+    if waited is not None:
+        WALKS.setdefault(event, []).append(waited)
     return took, done.stdout
+
+
+# How long the stat walk a hook leaves running after it answered (memdir.agents.hooks,
+# walk_detached) went on after the hook's exit, per event (ms).
+WALKS: dict[str, list[float]] = {}
+
+
+def _wait_for_walk(root: Path) -> float | None:
+    """Wait until the hook's background walk is over, as the model's answer gives it time
+    to in a session (the next event comes after a round trip to the model); how long that
+    took, or None when no walk was running."""
+    import fcntl
+
+    lock = root / ".memdir" / "hooks" / "walk.lock"
+    if not lock.exists():
+        return None
+    started = time.perf_counter()
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            return (time.perf_counter() - started) * 1000
+    return None
 
 
 def main() -> int:
@@ -368,6 +395,12 @@ def _session(args: argparse.Namespace, folder: Path, root: Path, count: Any) -> 
             f"  {event:28} p50 {statistics.median(values):6.1f}  p95 {pct(values, 0.95):6.1f}"
             f"  max {max(values):6.1f}  cpu p50 {statistics.median(used):6.1f}"
             f"  p95 {pct(used, 0.95):6.1f}  (n={len(values)}){verdict}"
+        )
+    for event, values in WALKS.items():
+        print(
+            f"  walk after {event:17} p50 {statistics.median(values):6.1f}"
+            f"  p95 {pct(values, 0.95):6.1f}  (n={len(values)}; after the hook exited,"
+            " waited for before the next event)"
         )
     print(f"load average (1 min) during the run: {min(load):.2f}-{max(load):.2f}")
     print(

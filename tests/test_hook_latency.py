@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,17 @@ def test_post_tool_use_touches_only_the_spool(
     assert json.loads(spooled.splitlines()[-1])["tool_input"] == {"command": "ls"}
 
 
+@pytest.mark.parametrize("walked", [False, True])
 def test_the_hook_pack_is_memory_context_and_imports_little(
-    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+    session_env: tuple[dict[str, str], ClaudeSession],
+    store_root: Path,
+    tmp_path: Path,
+    walked: bool,
 ) -> None:
     env, session = session_env
+    if walked:  # the hook answers from the index without walking first (docs/agents.md)
+        with Memory.open(store_root) as mem:
+            mem.sync()
     prompt = "the billing deploy failed, roll back please"
     session.prompt(prompt)
     payload = session.payload("UserPromptSubmit")
@@ -219,3 +227,244 @@ def test_a_bad_option_is_logged_and_the_prompt_still_gets_its_pack(
 def test_hook_help_still_goes_to_the_cli(tmp_path: Path) -> None:
     rc, out, err, modules = run_hook({}, ["hook", "--help"], b"", tmp_path / "m.json")
     assert rc == 0 and "AGENT EVENT" in out and "click" in modules
+
+
+def _wait_for_the_walk(root: Path) -> None:
+    """Block until the stat walk a hook left running is over (it holds this lock)."""
+    import fcntl
+
+    lock = root / ".memdir" / "hooks" / "walk.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+
+
+def test_an_edit_made_outside_memdir_reaches_the_index_after_the_hook(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """A hook answers from the index as it stands and walks the store after answering: an
+    edit made in place behind memdir's back (same inode, the folder's mtime unchanged) is
+    in the next full open at once, and in the index once the hook's walk ran."""
+    from memdir.index import Index
+
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.write("notes/deploy.md", "# Deploy\n\nthe blue switch\n")
+        mem.sync()  # the index has walked the whole store once
+    note = store_root / "notes" / "deploy.md"
+    folder_mtime = note.parent.stat().st_mtime_ns
+    with note.open("r+", encoding="utf-8") as handle:  # in place, as many editors save
+        handle.truncate(0)
+        handle.write("# Deploy\n\nnow the red lever, not the switch\n")
+    assert note.parent.stat().st_mtime_ns == folder_mtime
+    with Memory.open(store_root) as mem:  # any full open walks first
+        assert [h.path for h in mem.search("lever", mode="bm25")] == ["notes/deploy.md"]
+    with note.open("r+", encoding="utf-8") as handle:
+        handle.truncate(0)
+        handle.write("# Deploy\n\na purple knob these days\n")
+    index = Index(store_root)
+    try:
+        before = index._stamps()["notes/deploy.md"]
+    finally:
+        index.close()
+    st = note.stat()
+    assert before != (st.st_mtime_ns, st.st_size)
+    rc, out, err, _ = run_hook(
+        env,
+        ["hook", "claude-code", "UserPromptSubmit"],
+        session.payload("UserPromptSubmit"),
+        tmp_path / "m.json",
+    )
+    assert (rc, err) == (0, "") and out
+    _wait_for_the_walk(store_root)
+    index = Index(store_root)
+    try:
+        assert index._stamps()["notes/deploy.md"] == (st.st_mtime_ns, st.st_size)
+    finally:
+        index.close()
+
+
+def test_a_hook_on_an_index_that_never_walked_walks_first(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """Files the index never saw (a store cloned, an index deleted) are in the first pack."""
+    env, session = session_env
+    (store_root / ".memdir" / "index.db").unlink()
+    for extra in store_root.glob(".memdir/index.db-*"):
+        extra.unlink()
+    rc, out, err, _ = run_hook(
+        env,
+        ["hook", "claude-code", "SessionStart"],
+        session.payload("SessionStart", source="startup"),
+        tmp_path / "m.json",
+    )
+    assert (rc, err) == (0, "") and "blue switch" in out
+
+
+def test_the_hook_exits_while_its_walk_still_runs(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """The walk holds none of the agent's pipes: the hook's stdout closes when it exits, and
+    a walk killed with SIGKILL leaves an index the next open brings in step."""
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    lock = store_root / ".memdir" / "hooks" / "walk.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    import fcntl
+
+    # A walk "running" (this test holds its lock): the hook must not wait for it.
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        (store_root / "notes").mkdir(exist_ok=True)
+        (store_root / "notes" / "later.md").write_text("# Later\n\nthe green door\n")
+        rc, out, err, _ = run_hook(
+            env,
+            ["hook", "claude-code", "UserPromptSubmit"],
+            session.payload("UserPromptSubmit"),
+            tmp_path / "m.json",
+        )
+        assert (rc, err) == (0, "") and out
+    with Memory.open(store_root) as mem:
+        assert [h.path for h in mem.search("green door", mode="bm25")] == ["notes/later.md"]
+
+
+def _committed(root: Path) -> set[str]:
+    done = subprocess.run(
+        ["git", "-C", str(root), "log", "--name-only", "--format="],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {line for line in done.stdout.splitlines() if line}
+
+
+def _stop(env: dict[str, str], session: ClaudeSession, tmp_path: Path) -> None:
+    session.prompt("roll back billing now")
+    session.tool("Bash", {"command": "make rollback"}, "rolled back")
+    session.reply("Rolled back with the blue switch.")
+    rc, out, err, _ = run_hook(
+        env, ["hook", "claude-code", "Stop"], session.payload("Stop"), tmp_path / "m.json"
+    )
+    assert (rc, out, err) == (0, "", "")
+
+
+def test_stop_leaves_its_commit_to_the_child(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    _stop(env, session, tmp_path)
+    _wait_for_the_walk(store_root)
+    turns = {p for p in _committed(store_root) if "/turns/" in f"/{p}"}
+    on_disk = {
+        str(p.relative_to(store_root)) for p in store_root.rglob("*.md") if "turns" in p.parts
+    }
+    assert on_disk and on_disk <= turns  # every turn file, the new one too, is in git
+    assert list(store_root.glob(".memdir/journal/*.commits")) == []  # no commit left queued
+
+
+def _children_named(marker: str) -> list[int]:
+    """The live processes whose command line holds ``marker`` (unique to one test)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in words:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
+def test_a_stop_whose_child_is_killed_loses_nothing(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """The turn is on disk when the hook answers; its child, killed with SIGKILL before it
+    committed (here while it waits for a walk: this test holds the walk lock), loses
+    nothing: the next open commits and indexes the turn."""
+    import fcntl
+    import signal
+
+    env, session = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    before = _committed(store_root)
+    lock = store_root / ".memdir" / "hooks" / "walk.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    probe = tmp_path / "stop-probe.json"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        session.prompt("roll back billing now")
+        session.reply("Rolled back with the blue switch.")
+        rc, out, err, _ = run_hook(
+            env, ["hook", "claude-code", "Stop"], session.payload("Stop"), probe
+        )
+        assert (rc, out, err) == (0, "", "")
+        deadline = time.monotonic() + 30
+        while not (waiting := _children_named(str(probe))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(waiting) == 1  # the hook exited; its child waits for the walk lock
+        os.kill(waiting[0], signal.SIGKILL)
+        new = [
+            p
+            for p in store_root.rglob("*.md")
+            if "turns" in p.parts and str(p.relative_to(store_root)) not in before
+        ]
+        assert len(new) == 1 and "roll back billing now" in new[0].read_text()
+        while _children_named(str(probe)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert str(new[0].relative_to(store_root)) not in _committed(store_root)
+    with Memory.open(store_root) as mem:
+        (turn,) = mem.thread(session.session, last=5)
+        assert mem.turn_show(turn.id).output == "Rolled back with the blue switch."
+    assert str(new[0].relative_to(store_root)) in _committed(store_root)
+
+
+def test_four_sessions_stopping_at_once_each_commit_their_turn(
+    session_env: tuple[dict[str, str], ClaudeSession], store_root: Path, tmp_path: Path
+) -> None:
+    """Four Stops at the same moment, each forking its child (one walks, the others wait
+    for its lock): every turn is recorded once, and each child commits what it was left."""
+    env, _ = session_env
+    with Memory.open(store_root) as mem:
+        mem.sync()
+    full = {k: v for k, v in os.environ.items() if k != "MEMDIR_ROOT"}
+    full.update(env)
+    sessions = []
+    procs = []
+    for n in range(4):
+        session = ClaudeSession(tmp_path / "home", tmp_path / f"proj{n}")
+        session.prompt(f"parallel question {n}")
+        session.reply(f"parallel answer {n}")
+        sessions.append(session)
+    for _ in sessions:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "memdir", "hook", "claude-code", "Stop"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=full,
+            )
+        )
+    for proc, session in zip(procs, sessions, strict=True):
+        out, err = proc.communicate(json.dumps(session.payload("Stop")).encode(), timeout=120)
+        assert (proc.returncode, out, err) == (0, b"", b"")
+    deadline = time.monotonic() + 60
+    while list(store_root.glob(".memdir/journal/*.commits")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the children commit on their own, one after the other
+    assert list(store_root.glob(".memdir/journal/*.commits")) == []
+    _wait_for_the_walk(store_root)
+    with Memory.open(store_root) as mem:
+        for n, session in enumerate(sessions):
+            (turn,) = mem.thread(session.session, last=5)
+            assert mem.turn_show(turn.id).output == f"parallel answer {n}"
+    on_disk = {
+        str(p.relative_to(store_root)) for p in store_root.rglob("*.md") if "turns" in p.parts
+    }
+    assert on_disk <= _committed(store_root)
+    assert list(store_root.glob(".memdir/journal/*.commits")) == []

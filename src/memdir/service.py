@@ -152,6 +152,12 @@ class Memory:
         """Bring the index in step with the files (cheap when nothing changed)."""
         return self.documents.sync(force=force)
 
+    def hold_sync(self) -> None:
+        """Let the verbs answer from the index as it stands, without the walk that brings it
+        in step first; writes made through memdir still index their own paths. For a caller
+        that walks later itself (``memdir hook``, :mod:`memdir.agents.hooks`)."""
+        self.documents._sync_held = True
+
     def sync_once(self) -> SyncStats:
         """Sync now, then make later ``sync()`` calls no-ops (one command = one sync)."""
         return self.documents.sync_once()

@@ -66,11 +66,12 @@ def run(
     env: Mapping[str, str] | None = None,
     budget: int = DEFAULT_BUDGET,
     problems: list[str] | None = None,
+    walk_later: list[Path] | None = None,
 ) -> str:
     """Handle one hook call; the text for stdout ("" for none). Never raises: a failure,
     and anything memdir would have printed on stderr, goes to ``.memdir/hooks.log``.
     ``problems``: what was wrong with the command's arguments (logged; the call goes on
-    when agent and event are known)."""
+    when agent and event are known). ``walk_later``: see :func:`handle`."""
     env = os.environ if env is None else env
     found: list[Path] = []
     notes: list[str] = [f"usage: {p}" for p in problems or ()]
@@ -78,7 +79,15 @@ def run(
     try:
         with contextlib.redirect_stderr(captured), _logging_to(captured):
             out = handle(
-                agent, event, stdin, root=root, env=env, budget=budget, found=found, notes=notes
+                agent,
+                event,
+                stdin,
+                root=root,
+                env=env,
+                budget=budget,
+                found=found,
+                notes=notes,
+                walk_later=walk_later,
             )
     except Exception as exc:  # a hook must never fail the agent
         explicit = root or env.get("MEMDIR_ROOT")
@@ -106,12 +115,94 @@ def main(words: list[str]) -> int:
         data = sys.stdin.buffer.read(STDIN_LIMIT) if not sys.stdin.isatty() else b""
     except (OSError, ValueError, AttributeError):
         data = b""  # no stdin at all: the handler logs the event as not JSON
-    out = run(agent, event, data, root=root, budget=budget or DEFAULT_BUDGET, problems=problems)
+    later: list[Path] = []
+    out = run(
+        agent,
+        event,
+        data,
+        root=root,
+        budget=budget or DEFAULT_BUDGET,
+        problems=problems,
+        walk_later=later,
+    )
     if out:
         with contextlib.suppress(OSError):  # the agent stopped reading: nothing to tell it
             sys.stdout.write(out + "\n")
             sys.stdout.flush()
+    for store in later:
+        # A turn's commit is in the child's hands: it waits for a walk running already.
+        walk_detached(store, wait=event in RECORD_EVENTS)
     return 0
+
+
+WALK_LOCK = "walk.lock"
+# How long a Stop's queued git commit may wait in its process (never reached: the process
+# hands it over to its child before it exits).
+DEFER_SECONDS = 3600.0
+
+
+def walk_detached(store: Path, *, wait: bool = False) -> bool:
+    """Bring the index of ``store`` in step with its files (the stat walk) in a child the
+    hook does not wait for: forked after the answer is written, in a session of its own,
+    with stdin, stdout and stderr on /dev/null so the agent's pipes close when the hook
+    exits. At most one such walk runs per store: the hook takes ``.memdir/hooks/walk.lock``
+    before forking and the child holds it until the walk is over (so whoever waits for that
+    lock after the hook exited waits for the walk). When a walk runs already, nothing is
+    started (the next hook walks again), unless ``wait``: then the child waits for that
+    walk to end and walks after it (a Stop's commit is left to its child, which commits it
+    on opening the store). False when no child was started."""
+    if not hasattr(os, "fork"):
+        return False
+    import fcntl
+    import sys
+
+    folder = store / ".memdir" / "hooks"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / WALK_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return False
+    held = True
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                raise
+            held = False  # the child takes it once the running walk let go
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        pid = os.fork()
+    except OSError:
+        os.close(fd)
+        return False
+    if pid:
+        os.close(fd)  # the child's copy keeps the lock
+        return True
+    code = 0
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for stream in (0, 1, 2):
+            os.dup2(null, stream)
+        if not held:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        _walk(store)
+    except BaseException:  # the child must end here, whatever happened
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _walk(store: Path) -> None:
+    """The child's work: open the store (which commits what a hook handed over, and walks
+    when it did), walk unless that open did, close."""
+    from ..service import Memory
+
+    with Memory.open(store) as mem:
+        if not mem.store.crashed:
+            mem.index.sync()
 
 
 def parse_words(words: list[str]) -> tuple[str, str, str | None, int | None, list[str]]:
@@ -151,11 +242,19 @@ def handle(
     budget: int = DEFAULT_BUDGET,
     found: list[Path] | None = None,
     notes: list[str] | None = None,
+    walk_later: list[Path] | None = None,
 ) -> str:
     """Handle one hook call (raises on failure; :func:`run` is the entry point that does not).
 
     ``found`` gets the store once it is known, ``notes`` what is worth a line in hooks.log
-    though nothing failed (a turn memdir refused and skipped)."""
+    though nothing failed (a turn memdir refused and skipped).
+
+    ``walk_later``: when a list, the event is answered from the index as it stands (what
+    the last walk saw plus every write made through memdir since, which indexes its own
+    paths) instead of stat-ing every file of the store first, and the store is appended to
+    the list: the caller walks after answering (:func:`walk_detached`). An index that has
+    not walked the whole store once yet (new, rebuilt, or the files written before it was
+    opened) is walked here all the same."""
     from .locate import locate
 
     env = os.environ if env is None else env
@@ -176,14 +275,30 @@ def handle(
         return ""
     if event == "UserPromptSubmit":
         spool.append(store, agent, session, payload)
+    from ..index import WALKED
     from ..service import Memory
 
-    with Memory.open(store) as mem:
+    # A Stop handed to a child afterwards (walk_later) leaves its git commit to that child:
+    # the write is queued, not committed at once, and handed over below.
+    defer = walk_later is not None and event in RECORD_EVENTS
+    later = {"store": {"git_batch_seconds": DEFER_SECONDS}} if defer else None
+    with Memory.open(store, overrides=later) as mem:
+        if walk_later is not None and mem.index.meta(WALKED) is not None:
+            mem.hold_sync()
+            walk_later.append(store)
+        elif walk_later is not None:
+            walk_later.append(store)  # walked here; the child still commits what is queued
         if event in CONTEXT_EVENTS:
             prompt = payload.get("prompt") if event == "UserPromptSubmit" else ""
             text = pack_text(mem, session, user_of(env), str(prompt or ""), budget)
             return _answer(event, text)
-        skipped = _record(mem, agent, event, session, payload, env)
+        try:
+            skipped = _record(mem, agent, event, session, payload, env)
+        finally:
+            if defer:
+                # The turn file is on disk (written durably); its commit is in the book,
+                # which the child (or any later open, if the child dies) commits.
+                mem.store.git.hand_over()
     if notes is not None:
         notes.extend(f"skipped turn {key}: {why}" for key, why in skipped if "refused" in why)
     if event == "SessionEnd":

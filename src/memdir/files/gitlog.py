@@ -272,6 +272,22 @@ class GitLog:
         with suppress(OSError):
             os.close(fd)
 
+    def hand_over(self) -> None:
+        """Leave what is queued uncommitted, in this process's book, for another process to
+        commit: the book is closed (its lock released) and kept, and the queue in memory is
+        emptied, so neither a flush nor the exit commits it. The next open of the store
+        commits it (:meth:`recover_books`), as after a kill. ``memdir hook`` (Stop) hands its
+        turn's commit to the child it leaves running (memdir.agents.hooks)."""
+        with self._mutex:
+            book, self._book = self._book, None
+            self._pending.clear()
+            self._failed.clear()
+        if book is not None and book[0] == os.getpid():
+            with suppress(OSError):
+                os.fsync(book[1])
+            with suppress(OSError):
+                os.close(book[1])
+
     def open_book(self) -> None:
         """Open this process's book now (before a write): a writer killed in the middle of
         its first write then leaves a book, which tells the next open that it died."""

@@ -33,6 +33,9 @@ from .scan import changes, scan
 
 __all__ = ["DocRow", "Index", "SyncStats", "analyze"]
 
+# A meta key set by the first sync that walked the whole store: from then on the index has
+# seen every file at least once (memdir.agents.hooks answers before walking only then).
+WALKED = "walked"
 BULK_CHANGES = 1000  # a sync changing this many files checkpoints the log afterwards
 
 
@@ -206,6 +209,9 @@ class Index:
         # the file system's.
         changed.sort()
         gone = list(stamps)  # indexed, not seen on disk
+        if self.meta(WALKED) is None:  # the walk is done: every file is seen (memdir hook)
+            with self.transaction() as conn:  # (set before applying: a bulk sync checkpoints)
+                self.set_meta(conn, WALKED, "1")
         if changed or gone:
             known = self._hashes([rel for rel, _, _ in changed]) if not full else {}
             self._apply(changed, gone, known, stats, force=full)
