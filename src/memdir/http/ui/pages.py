@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import mimetypes
 import posixpath
 import time
@@ -372,8 +373,7 @@ async def events(request: Request) -> Response:
     principal = _principal(request)
     principal.require("read", "GET /events")
     views = _views(request)
-    interval = float(request.query_params.get("interval", "1") or 1)
-    interval = min(max(interval, 0.1), 10.0)
+    interval = _interval(request.query_params.get("interval", ""))
 
     def snapshot() -> tuple[set[str], int]:
         turns = {r.path for r in views.rows(principal) if r.type == "turn"}
@@ -403,6 +403,19 @@ async def events(request: Request) -> Response:
             seen, size = now, new_size
 
     return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+def _interval(value: str) -> float:
+    """Seconds between two looks at the store: 0.1 to 10, 1 when not given."""
+    if not value:
+        return 1.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise InvalidInput("interval: seconds from 0.1 to 10") from None
+    if not math.isfinite(seconds):
+        raise InvalidInput("interval: seconds from 0.1 to 10")
+    return min(max(seconds, 0.1), 10.0)
 
 
 def _still_signed_in(request: Request, principal: Principal) -> bool:
