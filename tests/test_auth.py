@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from starlette.routing import Route
 
 from helpers import create_token, run_cli
 from http_server import Live, free_port, live_server
@@ -382,3 +385,223 @@ def test_auth_matrix_over_mcp(secured: tuple[Live, dict[str, str]], store_root: 
     assert raw.status_code == 401 and raw.json()["error"]["code"] == "unauthorized"
     anyio.run(go)
     assert (store_root / "wiki/m.md").exists()  # the admin wrote it
+
+
+# -- the web UI ----------------------------------------------------------------------------
+# Every UI page and action under every kind of caller: no token, a wrong one, a read token,
+# a whole-store write token, a prefix token (write, wiki/kitchen/) and admin, each both as
+# a bearer header and as a signed-in session. The prefix token's answers are then searched
+# for anything outside its prefix.
+
+SECRETS = ("swordfish", "private/vault.md", "How do I feed the starter", "vat.md")
+"""Text only a caller who sees outside wiki/kitchen/ may meet: the vault's content and path,
+a turn's input, the quarantined source."""
+
+
+def ui_routes(store: Any) -> list[tuple[str, str, dict[str, str] | None, str, str]]:
+    """(method, url, form, scope needed, where it reaches) for every UI page and action."""
+    from helpers import git
+
+    vault_sha = git(store.root, "log", "--format=%H", "-1", "--", "private/vault.md").strip()
+    starter_sha = git(store.root, "log", "--format=%H", "-1", "--", "wiki/kitchen").strip()
+    first = store.turns[0]
+    rye = "/doc/wiki/kitchen/notes/rye.md"
+    return [
+        ("GET", "/", None, READ, INSIDE),
+        ("GET", "/search?q=starter&mode=bm25", None, READ, INSIDE),
+        ("GET", "/search?q=swordfish&mode=bm25", None, READ, INSIDE),
+        ("GET", "/search?q=vault&prefix=private/", None, READ, OUTSIDE),
+        ("GET", "/browse", None, READ, INSIDE),
+        ("GET", "/browse?prefix=", None, READ, INSIDE),
+        ("GET", "/browse?prefix=private/", None, READ, OUTSIDE),
+        ("GET", rye, None, READ, INSIDE),
+        ("GET", f"{rye}?commit={vault_sha}", None, READ, INSIDE),
+        ("GET", f"/doc/wiki/kitchen/notes/starter.md?commit={starter_sha}", None, READ, INSIDE),
+        ("GET", "/doc/private/vault.md", None, READ, OUTSIDE),
+        ("GET", f"/doc/private/vault.md?commit={vault_sha}", None, READ, OUTSIDE),
+        ("GET", "/thread/t1", None, READ, OUTSIDE),
+        ("GET", f"/turn/{first}", None, READ, OUTSIDE),
+        ("GET", f"/turn/{first}/worklog", None, READ, OUTSIDE),
+        ("GET", "/coverage", None, READ, WHOLE),
+        ("GET", "/graph", None, READ, INSIDE),
+        ("GET", "/graph.json", None, READ, INSIDE),
+        ("GET", "/graph.json?bundle=money", None, READ, INSIDE),
+        ("GET", "/live", None, READ, INSIDE),
+        ("GET", "/events?interval=0.1", None, READ, INSIDE),
+        ("POST", "/coverage/release", {"path": "", "bundle": "money"}, WRITE, WHOLE),
+    ]
+
+
+@pytest.fixture
+def ui_secured(tmp_path: Path) -> Iterator[tuple[Live, dict[str, str], Any]]:
+    from uistore import OFFLINE, build
+
+    store = build(tmp_path)
+    tokens = {
+        "reader": create_token(store.root, "viewer", "read"),
+        "writer": create_token(store.root, "scribe", "write"),
+        "prefix": create_token(store.root, "cook", "write", "wiki/kitchen/"),
+        "admin": create_token(store.root, "boss", "admin"),
+    }
+    with live_server(store.root, OFFLINE, mcp=False) as live:
+        yield live, tokens, store
+
+
+def unreached(urls: list[str]) -> set[str]:
+    """The UI routes none of ``urls`` reaches."""
+    from memdir.http import ui
+
+    out = set()
+    for route in ui.routes():
+        assert isinstance(route, Route)
+        if not any(route.path_regex.match(urlsplit(u).path) for u in urls):
+            out.add(route.path)
+    return out
+
+
+def ui_expected(who: str | None, scope: str, where: str) -> int | None:
+    """The refusal a caller gets (None: it must get past auth)."""
+    if who in (None, "wrong"):
+        return 401
+    have = {"reader": READ, "writer": WRITE, "prefix": WRITE, "admin": ADMIN}[who]
+    if auth.SCOPES.index(have) < auth.SCOPES.index(scope):
+        return 403
+    if who == "prefix" and where != INSIDE:
+        return 403
+    return None
+
+
+def ui_ask(
+    client: httpx.Client, method: str, url: str, form: Any, origin: str
+) -> tuple[int, httpx.Headers, str]:
+    """(status, headers, body) of one request; of a live stream, its first event."""
+    if url.startswith("/events"):
+        with client.stream(method, url) as answer:
+            if answer.status_code != 200:
+                return answer.status_code, answer.headers, answer.read().decode()
+            lines = [line for _, line in zip(range(2), answer.iter_lines(), strict=False)]
+            return answer.status_code, answer.headers, "\n".join(lines)
+    answer = client.request(method, url, data=form, headers={"Origin": origin})
+    return answer.status_code, answer.headers, answer.text
+
+
+def ui_callers(
+    live: Live, tokens: dict[str, str]
+) -> Iterator[tuple[str, str | None, httpx.Client]]:
+    """(how, who, client): each caller by bearer header, then by sign-in session."""
+    yield "nothing", None, live.client()
+    yield "bearer", "wrong", live.client("mdt_wrong")
+    yield (
+        "session",
+        "wrong",
+        httpx.Client(base_url=live.url, cookies={"memdir_session": "forged"}, timeout=30),
+    )
+    for who in ("reader", "prefix", "writer", "admin"):
+        yield "bearer", who, live.client(tokens[who])
+        client = live.client()
+        signed = client.post("/signin", data={"token": tokens[who]}, headers={"Origin": live.url})
+        assert signed.status_code == 303, signed.text
+        yield "session", who, client
+
+
+def test_auth_matrix_over_the_ui(ui_secured: tuple[Live, dict[str, str], Any]) -> None:
+    live, tokens, store = ui_secured
+    [entry] = live.mem.quarantine_list()
+    # every route of the UI is in the matrix but the open ones (sign-in, sign-out, assets)
+    opened = {"/signin", "/signout", "/static/{name}"}
+    assert unreached([url for _, url, *_ in ui_routes(store)]) <= opened
+    checked = 0
+    for how, who, client in ui_callers(live, tokens):
+        with contextlib.closing(client):
+            for method, url, fields, scope, where in ui_routes(store):
+                form = {**fields, "path": entry["path"]} if fields is not None else None
+                want = ui_expected(who, scope, where)
+                before = snapshot(store.root)
+                status, headers, body = ui_ask(client, method, url, form, live.url)
+                label = f"{how} {who} {method} {url}"
+                checked += 1
+                assert status < 500, (label, body[:300])
+                if want == 401 and method == "GET" and how != "bearer":
+                    # a page asked for without a session goes to the sign-in form
+                    assert status == 303, (label, status)
+                    assert headers["location"].startswith("/signin?next=%2F"), label
+                elif want == 403 and where == OUTSIDE and url.startswith(("/thread", "/turn")):
+                    assert status in (403, 404), (label, status)
+                elif want is not None:
+                    assert status == want, (label, status, body)
+                else:
+                    assert status not in (401, 403), (label, body[:300])
+                if want is not None:
+                    assert snapshot(store.root) == before, f"{label} changed files"
+                if who in (None, "wrong") or want is not None or who == "prefix":
+                    text = body.replace(urlsplit(url).path.removeprefix("/doc/"), "")
+                    for values in parse_qs(urlsplit(url).query).values():
+                        text = text.replace(values[0], "")  # the caller's own words
+                    leaked = [s for s in SECRETS if s in text]
+                    assert not leaked, (label, leaked)
+    assert checked == 11 * len(ui_routes(store))
+    # the one write that got through: a whole-store writer released the source, as itself
+    assert live.mem.quarantine_list() == []
+    from helpers import git
+
+    assert "scribe" in git(store.root, "log", "-1", "--format=%an")
+
+
+def test_ui_state_changes_need_this_servers_origin(
+    ui_secured: tuple[Live, dict[str, str], Any],
+) -> None:
+    live, tokens, store = ui_secured
+    [entry] = live.mem.quarantine_list()
+    form = {"path": entry["path"], "bundle": "money"}
+    before = snapshot(store.root)
+    refused = [
+        {"Origin": "http://evil.test"},
+        {"Origin": live.url.replace("127.0.0.1", "localhost")},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site", "Origin": live.url},
+        {},  # a browser always sends one of them: neither is refused too
+    ]
+    with live.client(tokens["admin"]) as client:
+        for headers in refused:
+            for url, data in (
+                ("/coverage/release", form),
+                ("/signin", {"token": tokens["admin"]}),
+                ("/signout", {}),
+            ):
+                answer = client.post(url, data=data, headers=headers)
+                assert answer.status_code == 403, (url, headers, answer.text)
+                assert "set-cookie" not in answer.headers, (url, headers)
+        assert snapshot(store.root) == before and live.mem.quarantine_list() == [entry]
+        done = client.post("/coverage/release", data=form, headers={"Origin": live.url})
+        assert done.status_code == 303 and live.mem.quarantine_list() == []
+
+
+def test_ui_without_tokens_serves_loopback_names_only(tmp_path: Path) -> None:
+    from uistore import OFFLINE, build
+
+    store = build(tmp_path)
+    pages = ["/", "/search?q=starter", "/browse", "/doc/wiki/kitchen/notes/rye.md", "/coverage"]
+    pages += [
+        "/thread/t1",
+        f"/turn/{store.turns[0]}",
+        f"/turn/{store.turns[0]}/worklog",
+        "/graph",
+        "/graph.json",
+        "/live",
+    ]
+    pages += ["/events", "/signin", "/static/ui.css"]
+    assert not unreached(pages + ["/coverage/release", "/signout"])
+    with live_server(store.root, OFFLINE, mcp=False) as live:
+        for host in ("evil.test", "evil.test:80", "10.0.0.1", "localhost.evil.test"):
+            with live.client(Host=host) as client:
+                for url in pages:
+                    answer = client.get(url)
+                    assert answer.status_code == 403 and "loopback" in answer.text, (host, url)
+                    assert "swordfish" not in answer.text
+                posted = client.post(
+                    "/coverage/release", data={"path": "x"}, headers={"Origin": f"http://{host}"}
+                )
+                assert posted.status_code == 403
+        with live.client(Host="localhost") as client:
+            assert client.get("/doc/private/vault.md").status_code == 200

@@ -43,6 +43,15 @@ def is_ui_path(path: str) -> bool:
     return path.lstrip("/").split("/", 1)[0] not in API_ROOTS
 
 
+def route_path(scope: Scope) -> str:
+    """The path below ``root_path`` (a store's UI served at ``/stores/NAME``)."""
+    path = str(scope.get("path", ""))
+    root = str(scope.get("root_path") or "").rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root) :] or "/"
+    return path
+
+
 def _ui_open(path: str) -> bool:
     return path in UI_OPEN_PATHS or path.startswith("/static/")
 
@@ -98,7 +107,8 @@ async def _send_sign_in(send: Send, scope: Scope) -> None:
         return
     query = scope.get("query_string", b"").decode("latin-1")
     target = str(scope.get("path", "/")) + (f"?{query}" if query else "")
-    location = "/signin?next=" + quote(target, safe="")
+    root = str(scope.get("root_path") or "").rstrip("/")
+    location = root + "/signin?next=" + quote(target, safe="")
     headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0")]
     await send({"type": "http.response.start", "status": 303, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
@@ -164,7 +174,7 @@ def _check_cross_site(scope: Scope) -> None:
     method = str(scope.get("method", "GET")).upper()
     if method not in UNSAFE_METHODS and not _is_mcp(scope):
         return
-    ui = is_ui_path(str(scope.get("path", "")))
+    ui = is_ui_path(route_path(scope))
     site = (_header(scope, b"sec-fetch-site") or "").strip().lower()
     if site and site not in ("same-origin", "none"):
         raise Forbidden(
@@ -274,7 +284,7 @@ class ServerMiddleware:
         remote = not _peer_is_loopback(scope)
         if not self.registry.required and not remote:
             _check_host(scope)
-        path = str(scope.get("path", ""))
+        path = route_path(scope)
         if path in OPEN_PATHS:
             try:
                 return self.registry.authenticate(authorization, required=remote)

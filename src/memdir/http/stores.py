@@ -1,4 +1,5 @@
-"""Many stores behind one server: ``/v1/stores/NAME/...`` and ``/mcp/NAME``.
+"""Many stores behind one server: ``/v1/stores/NAME/...``, ``/mcp/NAME`` and the web UI of
+each at ``/stores/NAME/`` (a store picker at ``/``).
 
 Each store is served by its own app (:func:`memdir.http.app.create_app`: the same routes,
 its own tokens, scopes and prefixes, its own MCP endpoint), opened on the first request that
@@ -26,18 +27,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import anyio.abc
 
 from ..errors import ConfigError
 from ..files.catalogue import Catalogue
+from . import storepicker
 from .serving import ASGIApp, Message, Receive, Scope, Send, _send_json
 
 log = logging.getLogger("memdir.http")
 
 STORE_PATH = re.compile(r"^/v1/stores/([^/]+)(/.*)?$")
 MCP_PATH = re.compile(r"^/mcp/([^/]+)/?$")
+UI_PATH = re.compile(r"^/stores/([^/]+)(/.*)?$")
 
 
 @dataclass
@@ -87,11 +91,20 @@ class StoreRouter:
             known = len(self.catalogue.current())
             await _json(send, 200, {"status": "ok", "stores": known, "open": len(self.open)})
             return
+        if path == "/":
+            await storepicker.picker(scope, send, sorted(self.catalogue.current()))
+            return
         match = STORE_PATH.match(path)
         inner_prefix = "/v1"
         if match is None:
             match = MCP_PATH.match(path)
             inner_prefix = "/mcp"
+        if match is None:
+            match = UI_PATH.match(path)
+            inner_prefix = "/stores/"
+            if match is not None and match.group(2) is None:  # /stores/NAME: its UI's home
+                await storepicker.redirect(send, quote(path, safe="/") + "/")
+                return
         if match is None:
             await _json(send, 404, _error("not_found", "this server serves /v1/stores/NAME/..."))
             return
@@ -110,8 +123,11 @@ class StoreRouter:
         store.active += 1
         store.last_used = time.monotonic()
         inner = dict(scope)
-        inner["path"] = inner_prefix + rest
-        inner["raw_path"] = inner["path"].encode()
+        if inner_prefix == "/stores/":  # the store's web UI, below its own root path
+            inner["root_path"] = f"/stores/{name}"
+        else:
+            inner["path"] = inner_prefix + rest
+            inner["raw_path"] = inner["path"].encode()
         inner["state"] = {}  # the store's own (its app's lifespan state is not the server's)
         try:
             await store.app(inner, receive, send)

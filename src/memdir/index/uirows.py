@@ -29,7 +29,8 @@ def edges(conn: sqlite3.Connection, prefix: str = "") -> list[tuple[str, str, st
         params += [str(len(prefix)), prefix]
     cur = conn.cursor()
     cur.row_factory = None
-    return [(str(a), str(b), str(c)) for a, b, c in cur.execute(sql, params)]
+    rows = cur.execute(sql + " ORDER BY l.rowid", params)  # each document's links in its order
+    return [(str(a), str(b), str(c)) for a, b, c in rows]
 
 
 class DocRow(NamedTuple):
@@ -64,3 +65,112 @@ def zone_count(conn: sqlite3.Connection, folder: str) -> int:
         "SELECT count(*) FROM docs WHERE substr(path, 1, ?) = ?", (len(folder), folder)
     ).fetchone()
     return int(row[0])
+
+
+# -- what changed since the UI last looked ------------------------------------------------
+# A write bumps the index generation; the UI's caches would rebuild whole (a second or more
+# at 100k documents). Instead, triggers on ``docs`` log the id of every row inserted,
+# updated or deleted, in any process, with a rising sequence number: the UI reads the ids
+# logged after the last number it saw and updates only those documents. The log holds ids
+# and numbers, no path or text (a purge leaves nothing of the document here), one row per id.
+# A mark row (id 0, never a document's) is laid when the log is made; a rebuild empties
+# every derived table, the mark with it, and a log without its mark reads as "start over".
+
+CHANGE_LOG = "ui_changes"
+_MARK = 0
+
+
+def watch(conn: sqlite3.Connection) -> int:
+    """Make the change log and its triggers if they are missing, lay its mark if it was
+    emptied; returns the log's last sequence number. In the caller's write transaction."""
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {CHANGE_LOG} "
+        "(doc_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL)"
+    )
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {CHANGE_LOG}_seq ON {CHANGE_LOG}(seq)")
+    next_seq = f"(SELECT coalesce(max(seq), 0) + 1 FROM {CHANGE_LOG})"
+    for event, row in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {CHANGE_LOG}_{event.lower()} AFTER {event} ON docs "
+            f"BEGIN INSERT OR REPLACE INTO {CHANGE_LOG}(doc_id, seq) "
+            f"VALUES ({row}.id, {next_seq}); END"
+        )
+    marked = conn.execute(f"SELECT 1 FROM {CHANGE_LOG} WHERE doc_id = ?", (_MARK,)).fetchone()
+    if marked is None:
+        conn.execute(f"INSERT INTO {CHANGE_LOG}(doc_id, seq) VALUES (?, {next_seq})", (_MARK,))
+    return _last(conn)
+
+
+def _last(conn: sqlite3.Connection) -> int:
+    row = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {CHANGE_LOG}").fetchone()
+    return int(row[0])
+
+
+def changes(conn: sqlite3.Connection, since: int, limit: int) -> tuple[int, list[int]] | None:
+    """``(last sequence number, ids changed after since)``; None when the log cannot say
+    (it is missing, was emptied, or holds more than ``limit`` changes: read everything)."""
+    try:
+        marked = conn.execute(f"SELECT 1 FROM {CHANGE_LOG} WHERE doc_id = ?", (_MARK,)).fetchone()
+        triggers = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND name LIKE ?",
+            (f"{CHANGE_LOG}_%",),
+        ).fetchone()[0]
+    except sqlite3.OperationalError:  # no such table
+        return None
+    if marked is None or int(triggers) < 3:
+        return None
+    last = _last(conn)
+    cur = conn.cursor()
+    cur.row_factory = None
+    rows = cur.execute(
+        f"SELECT doc_id FROM {CHANGE_LOG} WHERE seq > ? AND doc_id != ? LIMIT ?",
+        (since, _MARK, limit + 1),
+    ).fetchall()
+    if len(rows) > limit:
+        return None
+    return last, [int(r[0]) for r in rows]
+
+
+def visible_keyed(conn: sqlite3.Connection, ids: list[int] | None = None) -> list[KeyedRow]:
+    """:func:`visible` with each row's id and walk key; of ``ids`` only when given."""
+    sql = (
+        "SELECT id, walk_key, path, title, coalesce(type, ''), coalesce(thread, ''), "
+        "coalesce(user, ''), coalesce(created, '') FROM docs WHERE hidden = 0 AND zone = 0"
+    )
+    cur = conn.cursor()
+    cur.row_factory = None
+    if ids is None:
+        found = cur.execute(sql + " ORDER BY walk_key").fetchall()
+    else:
+        found = []
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" for _ in part)
+            found += cur.execute(sql + f" AND id IN ({marks})", part).fetchall()
+    return [KeyedRow(int(r[0]), bytes(r[1]), DocRow(*(str(v) for v in r[2:]))) for r in found]
+
+
+def edges_of(conn: sqlite3.Connection, ids: list[int] | None = None) -> list[tuple[str, str, str]]:
+    """:func:`edges` of every visible document, or of ``ids`` only."""
+    if ids is None:
+        return edges(conn)
+    marks_kind = ", ".join("?" for _ in GRAPH_KINDS)
+    out: list[tuple[str, str, str]] = []
+    cur = conn.cursor()
+    cur.row_factory = None
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ", ".join("?" for _ in part)
+        sql = (
+            "SELECT d.path, l.kind, l.target FROM links l JOIN docs d ON d.id = l.src "
+            f"WHERE d.hidden = 0 AND d.zone = 0 AND l.kind IN ({marks_kind}) "
+            f"AND d.id IN ({marks}) ORDER BY l.rowid"
+        )
+        out += [(str(a), str(b), str(c)) for a, b, c in cur.execute(sql, [*GRAPH_KINDS, *part])]
+    return out
+
+
+class KeyedRow(NamedTuple):
+    id: int
+    walk_key: bytes
+    row: DocRow

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
+import math
 import mimetypes
 import posixpath
 import time
@@ -15,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, quote
 
 import anyio.to_thread
-from jinja2 import Environment, FileSystemLoader, select_autoescape
+from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -53,7 +55,7 @@ _env = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_env.filters["doc"] = render.doc_href
+_env.filters["doc"] = pass_context(lambda ctx, p: render.doc_href(p, ctx.get("base", "")))
 _env.filters["q"] = lambda s: quote(str(s), safe="")
 _env.filters["value"] = lambda v: v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 _markdown = render.Markdown()
@@ -73,13 +75,20 @@ def _views(request: Request) -> Views:
     return views
 
 
+def base_of(request: Request) -> str:
+    """Where the UI is served: ``""`` at the root, ``/stores/NAME`` for one store of many."""
+    return str(request.scope.get("root_path") or "").rstrip("/")
+
+
 def _page(request: Request, template: str, status: int = 200, **data: Any) -> HTMLResponse:
     principal = _principal(request)
+    base = base_of(request)
     html = _env.get_template(template).render(
         me=principal,
         signed_in=principal.authenticated,
         auth_on=_registry(request).required,
-        path=request.url.path,
+        base=base,
+        path=request.url.path.removeprefix(base) or "/",
         version=__version__,
         **data,
     )
@@ -211,7 +220,11 @@ def _rendered(request: Request, path: str, content: str) -> Markup:
         found = graph.resolve(path, target, "wikilink")
         return found if found is not None and views.shown(principal, found, leaks) else None
 
-    return Markup(_markdown.render(parsed.body, path=path, resolve=resolve, sources=sources))
+    return Markup(
+        _markdown.render(
+            parsed.body, path=path, resolve=resolve, sources=sources, base=base_of(request)
+        )
+    )
 
 
 def _sources(fm: dict[str, Any]) -> dict[str, str]:
@@ -302,6 +315,8 @@ def turn(request: Request) -> Response:
     principal, views, record = _turn_of(request)
     ident = record.id
     items, edges = views.dag(principal, ident)
+    base = base_of(request)
+    items = [dataclasses.replace(i, href=base + i.href) for i in items]
     return _page(
         request,
         "turn.html",
@@ -344,7 +359,8 @@ async def release(request: Request) -> Response:
         await anyio.to_thread.run_sync(run)
     except MemdirError as exc:
         return await anyio.to_thread.run_sync(functools.partial(_error, request, exc))
-    return RedirectResponse("/coverage?released=" + quote(path, safe=""), status_code=303)
+    target = base_of(request) + "/coverage?released=" + quote(path, safe="")
+    return RedirectResponse(target, status_code=303)
 
 
 def graph_page(request: Request) -> Response:
@@ -372,8 +388,7 @@ async def events(request: Request) -> Response:
     principal = _principal(request)
     principal.require("read", "GET /events")
     views = _views(request)
-    interval = float(request.query_params.get("interval", "1") or 1)
-    interval = min(max(interval, 0.1), 10.0)
+    interval = _interval(request.query_params.get("interval", ""))
 
     def snapshot() -> tuple[set[str], int]:
         turns = {r.path for r in views.rows(principal) if r.type == "turn"}
@@ -403,6 +418,19 @@ async def events(request: Request) -> Response:
             seen, size = now, new_size
 
     return EventSourceResponse(stream(), ping=15, headers={"Cache-Control": "no-store"})
+
+
+def _interval(value: str) -> float:
+    """Seconds between two looks at the store: 0.1 to 10, 1 when not given."""
+    if not value:
+        return 1.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise InvalidInput("interval: seconds from 0.1 to 10") from None
+    if not math.isfinite(seconds):
+        raise InvalidInput("interval: seconds from 0.1 to 10")
+    return min(max(seconds, 0.1), 10.0)
 
 
 def _still_signed_in(request: Request, principal: Principal) -> bool:
@@ -445,22 +473,23 @@ def _runs_after(root: Path, offset: int) -> list[dict[str, str]]:
 # -- sign-in ------------------------------------------------------------------------------
 
 
-def _next(value: str | None) -> str:
-    """Where to go after signing in: a path of this server only (no ``//host``)."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
-        return "/"
+def _next(value: str | None, base: str) -> str:
+    """Where to go after signing in: a page of this UI only (no ``//host``, no other store)."""
+    if not value or not value.startswith(base + "/") or value.startswith("//") or "\\" in value:
+        return base + "/"
     return value
 
 
 async def signin(request: Request) -> Response:
     registry = _registry(request)
-    target = _next(request.query_params.get("next"))
+    base = base_of(request)
+    target = _next(request.query_params.get("next"), base)
     if request.method == "GET":
         return await anyio.to_thread.run_sync(
             lambda: _page(request, "signin.html", next=target, failed=False)
         )
     form = await _form(request)
-    target = _next(form.get("next"))
+    target = _next(form.get("next"), base)
     token = form.get("token", "").strip()
     try:
         if not token:
@@ -480,7 +509,7 @@ async def signin(request: Request) -> Response:
         COOKIE,
         session_id,
         max_age=int(MAX_AGE_SECONDS),
-        path="/",
+        path=base + "/",  # each store of many signs in on its own
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -492,8 +521,9 @@ async def signout(request: Request) -> Response:
     sessions = request.state.sessions
     assert isinstance(sessions, Sessions)
     sessions.end(cookie_value(request.headers.get("cookie")))
-    response = RedirectResponse("/signin", status_code=303)
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    base = base_of(request)
+    response = RedirectResponse(base + "/signin", status_code=303)
+    response.delete_cookie(COOKIE, path=base + "/", httponly=True, samesite="strict")
     return response
 
 

@@ -38,8 +38,9 @@ def safe_url(url: str) -> bool:
     return match.group(1).lower() in _ALLOWED_SCHEMES
 
 
-def doc_href(path: str) -> str:
-    return "/doc/" + quote(path, safe="/")
+def doc_href(path: str, base: str = "") -> str:
+    """The UI's page of a document; ``base``: where the UI is served (a store's prefix)."""
+    return base + "/doc/" + quote(path, safe="/")
 
 
 def _wikilink(state: StateInline, silent: bool) -> bool:
@@ -89,8 +90,16 @@ class Markdown:
         md.add_render_rule("link_open", self._render_link_open)
         self.md = md
 
-    def render(self, text: str, *, path: str, resolve: Resolver, sources: Mapping[str, str]) -> str:
-        env: dict[str, Any] = {"path": path, "resolve": resolve, "sources": sources}
+    def render(
+        self,
+        text: str,
+        *,
+        path: str,
+        resolve: Resolver,
+        sources: Mapping[str, str],
+        base: str = "",
+    ) -> str:
+        env: dict[str, Any] = {"path": path, "resolve": resolve, "sources": sources, "base": base}
         return str(self.md.render(text, env))
 
     @staticmethod
@@ -102,7 +111,7 @@ class Markdown:
         label = escape(meta["label"])
         if found is None:
             return f'<span class="broken" title="resolves to nothing">{label}</span>'
-        return f'<a class="wikilink" href="{escape(doc_href(found))}">{label}</a>'
+        return f'<a class="wikilink" href="{escape(doc_href(found, env["base"]))}">{label}</a>'
 
     @staticmethod
     def _render_citation(
@@ -113,7 +122,7 @@ class Markdown:
         if resource is None:
             return f'<sup class="cite broken" title="no such source">[{escape(ident)}]</sup>'
         return (
-            f'<sup class="cite"><a href="{escape(doc_href(resource))}" '
+            f'<sup class="cite"><a href="{escape(doc_href(resource, env["base"]))}" '
             f'title="{escape(resource)}">[{escape(ident)}]</a></sup>'
         )
 
@@ -128,7 +137,7 @@ class Markdown:
             if target:
                 rel = posixpath.normpath(posixpath.join(posixpath.dirname(env["path"]), target))
                 if not rel.startswith("../"):
-                    token.attrSet("href", doc_href(rel))
+                    token.attrSet("href", doc_href(rel, env["base"]))
         elif _SCHEME.match(href):
             token.attrSet("rel", "noopener noreferrer")
         return str(renderer.renderToken(tokens, idx, options, env))

@@ -186,7 +186,7 @@
     return best;
   }
 
-  function open(i) { if (i >= 0) window.location.href = "/doc/" + state.data.nodes[i].path.split("/").map(encodeURIComponent).join("/"); }
+  function open(i) { if (i >= 0) window.location.href = (document.body.dataset.base || "") + "/doc/" + state.data.nodes[i].path.split("/").map(encodeURIComponent).join("/"); }
 
   var drag = null, moved = false;
   canvas.addEventListener("mousedown", function (ev) { drag = { x: ev.clientX, y: ev.clientY }; moved = false; });

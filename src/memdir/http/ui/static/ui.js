@@ -53,7 +53,7 @@
   var latest = document.getElementById("latest");
   if ((live || latest) && window.EventSource) {
     var status = document.getElementById("live-status");
-    var source = new EventSource(live ? live.dataset.src : "/events");
+    var source = new EventSource(live ? live.dataset.src : (document.body.dataset.base || "") + "/events");
     function add(list, text, href) {
       var li = document.createElement("li");
       li.className = "new";
@@ -72,7 +72,7 @@
     });
     source.addEventListener("turn", function (ev) {
       var t = JSON.parse(ev.data);
-      [live, latest].forEach(function (list) { if (list) add(list, "turn · " + t.title, "/turn/" + encodeURIComponent(t.id)); });
+      [live, latest].forEach(function (list) { if (list) add(list, "turn · " + t.title, (document.body.dataset.base || "") + "/turn/" + encodeURIComponent(t.id)); });
     });
     source.addEventListener("run", function (ev) {
       var r = JSON.parse(ev.data);
