@@ -355,6 +355,18 @@ def every_command() -> list[tuple[str, click.Command]]:
 NO_GIT: dict[str, Any] = {"store": {"git_commit": False}, "embeddings": {"enabled": False}}
 
 
+def write_turn_page(
+    mem: Memory, path: str, thread: str, user: str, created: str, said: str
+) -> None:
+    """A hand-written turn page (frontmatter and the three sections) at ``path``."""
+    mem.write(
+        path,
+        f'---\ntype: turn\nmemory_kind: episodic\nthread: "{thread}"\nuser: "{user}"\n'
+        f'created: "{created}"\n---\n\n## Input\n\n{said}\n\n## Compact\n\n- No tool calls.\n\n'
+        "## Output\n\n\n",
+    )
+
+
 def open_turns_store(tmp_path: Path, **turns: Any) -> Memory:
     """A new store without git or vectors under ``tmp_path``, with these ``turns`` settings."""
     root = Store.init(tmp_path / "s", git=False)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import Letters
+from helpers import Letters, write_turn_page
 from memdir.cli import cli
 from memdir.errors import InvalidInput, InvalidQuery
 from memdir.files.store import Store
@@ -41,21 +41,20 @@ def _open(root: Path, provider: str = "letters", **search: float) -> Memory:
     )
 
 
-def _turn(mem: Memory, path: str, thread: str, user: str, created: str, said: str) -> None:
-    mem.write(
-        path,
-        f'---\ntype: turn\nmemory_kind: episodic\nthread: "{thread}"\nuser: "{user}"\n'
-        f'created: "{created}"\n---\n\n## Input\n\n{said}\n\n## Compact\n\n- No tool calls.\n\n'
-        "## Output\n\n\n",
-    )
-
-
 def _conversation(mem: Memory) -> None:
-    _turn(mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?")
-    _turn(mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
-    _turn(mem, "t/a3.md", "s1", "ann", "2023-06-03T10:00:02Z", "Lovely, see you at rehearsal.")
-    _turn(mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake.")
-    _turn(mem, "t/b2.md", "s2", "bob", "2023-07-20T09:00:01Z", "Sounds fun, was it cold?")
+    write_turn_page(
+        mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?"
+    )
+    write_turn_page(
+        mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical."
+    )
+    write_turn_page(
+        mem, "t/a3.md", "s1", "ann", "2023-06-03T10:00:02Z", "Lovely, see you at rehearsal."
+    )
+    write_turn_page(
+        mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake."
+    )
+    write_turn_page(mem, "t/b2.md", "s2", "bob", "2023-07-20T09:00:01Z", "Sounds fun, was it cold?")
 
 
 def test_dates_named_in_a_query() -> None:
@@ -155,7 +154,9 @@ def test_a_thread_of_one_document_lifts_nothing(toy: None, root: Path) -> None:
     thread's turn outranked a note that matched better."""
     mem = _open(root)
     _conversation(mem)
-    _turn(mem, "t/c1.md", "s3", "ann", "2023-08-01T09:00:00Z", "Is the violin rehearsal on?")
+    write_turn_page(
+        mem, "t/c1.md", "s3", "ann", "2023-08-01T09:00:00Z", "Is the violin rehearsal on?"
+    )
     mem.write("notes/violin.md", "# Violin rehearsal\n\nViolin rehearsal is on Tuesdays.\n")
     hits = {h.path: h for h in mem.search("violin rehearsal", mode="hybrid", limit=10)}
     alone = hits["t/c1.md"].why
@@ -194,8 +195,8 @@ def test_date_in_the_query_lifts_turns_of_that_date(
     toy: None, root: Path, said: str, query: str, when: tuple[str, str]
 ) -> None:
     mem = _open(root, thread_weight=0.0, thread_boost=0.0)
-    _turn(mem, "t/x.md", "s1", "ann", f"{when[0]}T10:00:00Z", said + ".")
-    _turn(mem, "t/y.md", "s2", "ann", f"{when[1]}T10:00:00Z", said + "!")
+    write_turn_page(mem, "t/x.md", "s1", "ann", f"{when[0]}T10:00:00Z", said + ".")
+    write_turn_page(mem, "t/y.md", "s2", "ann", f"{when[1]}T10:00:00Z", said + "!")
     plain = mem.search(said, mode="hybrid", limit=2, path_prefix="t/")
     dated = mem.search(f"{said} {query}", mode="hybrid", limit=2, path_prefix="t/")
     assert dated[0].path == "t/y.md" and dated[0].why["date_boost"] == pytest.approx(0.2)
@@ -310,7 +311,9 @@ def test_a_turn_moved_to_another_thread_leaves_the_old_one(toy: None, root: Path
     mem = _open(root)
     _conversation(mem)
     mem.embed()
-    _turn(mem, "t/a2.md", "s9", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
+    write_turn_page(
+        mem, "t/a2.md", "s9", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical."
+    )
     mem.embed()
     conn = mem.index.conn
     rows = dict(
@@ -382,8 +385,12 @@ def test_a_named_user_lifts_their_turns_and_leaves_the_query_vector(
     toy: None, root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mem = _open(root, thread_weight=0.0, thread_boost=0.0, date_boost=0.0)
-    _turn(mem, "t/ann.md", "s1", "ann", "2023-03-01T10:00:00Z", "I baked sourdough bread today.")
-    _turn(mem, "t/bob.md", "s2", "bob", "2023-03-01T10:00:00Z", "I baked sourdough bread today.")
+    write_turn_page(
+        mem, "t/ann.md", "s1", "ann", "2023-03-01T10:00:00Z", "I baked sourdough bread today."
+    )
+    write_turn_page(
+        mem, "t/bob.md", "s2", "bob", "2023-03-01T10:00:00Z", "I baked sourdough bread today."
+    )
     mem.embed()
     embedder = mem.embedder()
     seen: list[str] = []
@@ -429,8 +436,12 @@ def test_the_turns_next_to_a_candidate_lift_it_by_their_scores(toy: None, root: 
 def test_results_after_the_fifth_show_threads_not_yet_shown(toy: None, root: Path) -> None:
     mem = _open(root)
     for i in range(7):
-        _turn(mem, f"t/a{i}.md", "s1", "ann", f"2023-03-01T10:00:0{i}Z", f"Bread bread loaf {i}.")
-    _turn(mem, "t/b.md", "s2", "bob", "2023-04-01T10:00:00Z", "Rain again, and some bread.")
+        write_turn_page(
+            mem, f"t/a{i}.md", "s1", "ann", f"2023-03-01T10:00:0{i}Z", f"Bread bread loaf {i}."
+        )
+    write_turn_page(
+        mem, "t/b.md", "s2", "bob", "2023-04-01T10:00:00Z", "Rain again, and some bread."
+    )
     hits = mem.search("bread loaf", mode="hybrid", limit=8, path_prefix="t/")
     paths = [h.path for h in hits]
     assert all(p.startswith("t/a") for p in paths[:5])
@@ -504,9 +515,15 @@ def test_why_rrf_is_the_fusion_of_ranks_and_the_score_adds_the_boosts(
     toy: None, store_root: Path
 ) -> None:
     mem = _open(store_root)
-    _turn(mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?")
-    _turn(mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
-    _turn(mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake.")
+    write_turn_page(
+        mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?"
+    )
+    write_turn_page(
+        mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical."
+    )
+    write_turn_page(
+        mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake."
+    )
     k = mem.settings.search.rrf_k
     hits = mem.search("which instrument does bob play, the violin?", mode="hybrid", limit=5)
     assert any(name.endswith("_boost") for h in hits for name in h.why)
@@ -562,7 +579,9 @@ def test_a_user_known_only_from_quarantine_is_no_user_hint(
         "---\nuser: Quincy\n---\n# Misfit\n\nQuincy brews green tea.\n", encoding="utf-8"
     )
     mem = _open(store_root, provider="recording")
-    _turn(mem, "t/a.md", "s1", "ann", "2024-01-01T10:00:00Z", "Ann brews black tea daily.")
+    write_turn_page(
+        mem, "t/a.md", "s1", "ann", "2024-01-01T10:00:00Z", "Ann brews black tea daily."
+    )
     mem.search("what tea does Quincy brew on sundays", mode="hybrid")
     mem.search("what tea does Ann brew on sundays", mode="hybrid")
     # A visible user's name leaves the embedded query; a quarantined file names no user.

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from helpers import serve_process
+from helpers import serve_process, write_turn_page
 from memdir.cli import cli
 from memdir.errors import IndexUnavailable
 from memdir.files.store import Store
@@ -42,22 +42,21 @@ QUERIES = [
 ]
 
 
-def _turn(mem: Memory, path: str, thread: str, user: str, created: str, said: str) -> None:
-    mem.write(
-        path,
-        f'---\ntype: turn\nmemory_kind: episodic\nthread: "{thread}"\nuser: "{user}"\n'
-        f'created: "{created}"\n---\n\n## Input\n\n{said}\n\n## Compact\n\n- No tool calls.\n\n'
-        "## Output\n\n\n",
-    )
-
-
 def _fill(mem: Memory) -> None:
     """A small store: turns in two threads, notes with tags and kinds, a superseded page."""
-    _turn(mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?")
-    _turn(mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical.")
-    _turn(mem, "t/a3.md", "s1", "ann", "2023-06-03T10:00:02Z", "Lovely, see you at rehearsal.")
-    _turn(mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake.")
-    _turn(mem, "t/b2.md", "s2", "bob", "2023-07-20T09:00:01Z", "Sounds fun, was it cold?")
+    write_turn_page(
+        mem, "t/a1.md", "s1", "ann", "2023-06-03T10:00:00Z", "Which instrument do you play?"
+    )
+    write_turn_page(
+        mem, "t/a2.md", "s1", "bob", "2023-06-03T10:00:01Z", "The violin, mostly classical."
+    )
+    write_turn_page(
+        mem, "t/a3.md", "s1", "ann", "2023-06-03T10:00:02Z", "Lovely, see you at rehearsal."
+    )
+    write_turn_page(
+        mem, "t/b1.md", "s2", "ann", "2023-07-20T09:00:00Z", "We went kayaking on the lake."
+    )
+    write_turn_page(mem, "t/b2.md", "s2", "bob", "2023-07-20T09:00:01Z", "Sounds fun, was it cold?")
     notes = [
         ("notes/starter.md", "semantic", ["bread", "care"], "Feed the sourdough starter daily "
          "with equal weights of flour and water; bread needs a lively starter."),
