@@ -156,7 +156,7 @@ class Memory:
         """Let the verbs answer from the index as it stands, without the walk that brings it
         in step first; writes made through memdir still index their own paths. For a caller
         that walks later itself (``memdir hook``, :mod:`memdir.agents.hooks`)."""
-        self.documents._sync_held = True
+        self.documents.hold()
 
     def sync_once(self) -> SyncStats:
         """Sync now, then make later ``sync()`` calls no-ops (one command = one sync)."""

@@ -127,8 +127,12 @@ class Documents:
         Writes made through memdir still update the index for their own paths.
         """
         stats = self.sync(force=True)
-        self._sync_held = True
+        self.hold()
         return stats
+
+    def hold(self) -> None:
+        """Make later ``sync()`` calls no-ops without walking now (the caller walks later)."""
+        self._sync_held = True
 
     def synced(self) -> AbstractContextManager[SyncStats]:
         """Sync once, then let the verbs called inside the block skip their own sync."""
