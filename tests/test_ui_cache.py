@@ -12,7 +12,8 @@ import pytest
 
 from helpers import run_cli
 from memdir.files.store import Store
-from memdir.http.ui.model import LinkGraph, Views, build_graph
+from memdir.http.ui.linkgraph import LinkGraph, build_graph
+from memdir.http.ui.model import Views
 from memdir.index import uirows
 from memdir.service import Memory
 
