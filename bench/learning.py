@@ -538,6 +538,7 @@ def main() -> None:
         print(f"warning: {p}", file=sys.stderr)
     variants = [parse_variant(v) for v in args.variant] or [
         ("lexical router", {"engine": {"router": "lexical"}}),
+        ("nearest router", {"engine": {"router": "nearest"}}),
         ("meaning router", {"engine": {"router": "meaning"}}),
         ("meaning + turns", {"engine": {"router": "meaning", "consolidate_turns": True}}),
     ]

@@ -168,3 +168,51 @@ def test_a_page_written_by_hand_in_a_bundle_is_not_updated(net: Memory) -> None:
     filed = net.consolidate()["articles"]
     assert len(filed) == 1 and filed[0] != "wiki/network/wifi.md"
     assert (net.root / "wiki/network/wifi.md").read_text() == page
+
+
+def test_value_kinds_and_a_change_said_in_other_words() -> None:
+    kinds = {
+        v: updates.kind(v) for v in updates.values("Doors at 7pm on 12 December, £8.50 for 2 kg.")
+    }
+    assert kinds["7pm"] == "time" and kinds["12december"] == "date"
+    assert kinds["£8.50"] == "money" and kinds["2kg"] == "kg"
+    old = "The winter concert is on 12 December at the cathedral."
+    new = "They double booked us, so the carols evening has moved to 19 December."
+    assert not updates.same_fact(old, new)  # too few words in common for the word rule
+    assert updates.same_fact(old, new, similarity=0.6, floor=0.55)  # near by meaning
+    assert not updates.same_fact(old, new, similarity=0.5, floor=0.55)
+    # Near by meaning but no value of one kind changed: a time is not a date.
+    assert not updates.same_fact(old, "Carols start at 7:30pm, doors at seven.", 0.9, 0.55)
+    assert not updates.same_fact(old, old, 1.0, 0.55)
+
+
+def test_merge_supersedes_the_claim_nearest_by_meaning() -> None:
+    article = (
+        "---\ntype: article\ntitle: Winter concert\nsources:\n- id: s1\n  resource: inbox/a.md\n"
+        "  title: Winter concert\n  date: '2026-09-15'\n---\n# Winter concert\n\n## Key points\n\n"
+        "- The winter concert is on 12 December at the cathedral. [^s1]\n"
+        "- Black top and black trousers; red scarf provided. [^s1]\n\n"
+        "[^s1]: inbox/a.md (Winter concert)\n"
+    )
+    new = "The carols evening has moved to 19 December."
+    source = {"id": "s2", "resource": "inbox/b.md", "title": "Date changed", "date": "2026-10-20"}
+
+    def similarity(texts: object, text: str) -> list[float]:
+        return [0.7 if "concert" in t else 0.1 for t in texts]  # type: ignore[attr-defined]
+
+    common = {
+        "source": source,
+        "merged_from": {"type": "ingest", "id": "b", "path": "inbox/b.md"},
+        "key_points": [(new, ["s2"])],
+        "description": new,
+        "at": "2026-10-20T10:00:00Z",
+        "actor": "test",
+    }
+    by_words = updates.merge(article, **common)  # type: ignore[arg-type]
+    assert not by_words.superseded  # the words alone do not say it is one fact
+    merged = updates.merge(article, **common, similarity=similarity, claim_similarity=0.55)  # type: ignore[arg-type]
+    [record] = merged.superseded
+    assert (record["source"], record["superseded_by"]) == ("s1", "s2")
+    points, superseded = merged.text.split("## Key points")[1].split("## Superseded")
+    assert points.strip().startswith("- The carols evening has moved to 19 December.")
+    assert "12 December" in superseded and "red scarf" in points

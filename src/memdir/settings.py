@@ -113,10 +113,12 @@ class EngineSettings:
     consolidate_turns: bool = False  # fold unmerged turns into thread pages on every run
     # Routing by meaning and its calibration (docs/engine.md, "Routing").
     router: str = "meaning"
-    route_margin: float = 0.0
-    route_second: float = 0.05
-    route_lexical_weight: float = 0.3
+    route_margin: float = -0.2
+    route_second: float = 0.6
+    route_neighbours: int = 12
+    route_scope_weight: float = 10.0
     update_similarity: float = 0.65  # a source this close to an article updates it
+    update_claim_similarity: float = 0.55  # a claim this close to one changes its value
     answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
     answer_known_miss: float = 0.5  # query: above it, "not found" (docs/engine.md, "query")
 
@@ -176,7 +178,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     # The same names as retrieval.MODES and tokens.COUNTER_NAMES (a test keeps them equal).
     ("search", "mode"): ("auto", "bm25", "vector", "hybrid"),
     ("turns", "token_counter"): ("auto", "tiktoken", "bytes"),
-    ("engine", "router"): ("meaning", "lexical"),
+    ("engine", "router"): ("meaning", "nearest", "lexical"),
     ("index", "engine"): ("sqlite", "postgres"),
 }
 
@@ -190,6 +192,8 @@ MINIMUMS: dict[str, float] = {
     "search.date_scale_days": 0.001,
     "embeddings.batch_size": 1,
     "embeddings.chunk_tokens": 8,
+    "engine.route_margin": -1,  # a share difference: the background may take more
+    "engine.route_neighbours": 1,
 }
 
 
@@ -197,6 +201,7 @@ MINIMUMS: dict[str, float] = {
 MAXIMUMS: dict[str, float] = {
     "store.max_file_bytes": 2**31 - 1,
     "server.max_body_bytes": 2**31 - 1,
+    "engine.route_margin": 1,
 }
 
 

@@ -233,6 +233,8 @@ def run(
                     at=at,
                     actor=actor,
                     edited=bool(src.edited_of),
+                    similarity=router.similarity() if router is not None else None,
+                    claim_similarity=router.claim_similarity if router is not None else 1.0,
                 )
                 rel = subject.path
                 text = merged.text

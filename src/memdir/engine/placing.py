@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,9 +14,11 @@ from typing import Any
 from ..doc import frontmatter, paths
 from ..index import routevectors as vectorcache
 from ..kiwi import report as coverage
-from . import meaning, routing, updates, wiki
+from . import meaning, routing, spread, updates, wiki
 from .files import markdown_under
-from .program import Program
+from .harness import body_sections, claims
+from .program import Bundle, Program
+from .terms import sentences as split_sentences
 from .terms import slugify
 from .writer import SourceDoc, source_title
 
@@ -55,16 +57,51 @@ class Source:
 
 @dataclass(frozen=True)
 class Router:
-    """How a run routes: by meaning when ``embed`` is given, else by words (``why``)."""
+    """How a run routes: by meaning when ``embed`` is given, else by words (``why``).
+
+    ``tuning`` picks the meaning router: :class:`~memdir.engine.spread.SpreadTuning` for
+    label spreading (the default), :class:`~memdir.engine.meaning.Tuning` for the nearest-
+    members router it replaced (``engine.router = "nearest"``)."""
 
     embed: meaning.Embed | None = None
-    tuning: meaning.Tuning = meaning.Tuning()
+    tuning: spread.SpreadTuning | meaning.Tuning = spread.SpreadTuning()
     why: str = "no embedder was given"
     update_similarity: float = 0.65
+    claim_similarity: float = 0.55  # a claim said in other words updates the nearest one
+
+    def similarity(self) -> updates.Similarity | None:
+        """The cosines of texts with one text by the embedder, or None without one."""
+        embed = self.embed
+        if embed is None:
+            return None
+
+        def cosines(texts: Sequence[str], text: str) -> list[float]:
+            *vectors, vec = meaning.cached(embed, [*texts, text])
+            return [float(v @ vec) for v in vectors]
+
+        return cosines
 
     @property
     def method(self) -> str:
         return "meaning" if self.embed is not None else "lexical"
+
+    def by_meaning(
+        self, root: Path, bundles: Sequence[Bundle], items: Sequence[tuple[str, str]]
+    ) -> dict[str, routing.Route]:
+        """The route of every ``(key, text)``, all together, against the bundles' scopes and
+        the articles they hold (their vectors kept in the store's cache)."""
+        if self.embed is None:
+            raise ValueError("routing by meaning needs an embedder")
+        members = {
+            b.name: [article_profile(a) for a in wiki.articles(root, b.name)] for b in bundles
+        }
+        disk = vectorcache.for_store(root)
+        try:
+            if isinstance(self.tuning, meaning.Tuning):
+                return meaning.route_all(self.embed, bundles, items, members, self.tuning, disk)
+            return spread.route_all(self.embed, bundles, items, members, self.tuning, disk)
+        finally:
+            disk.close()
 
 
 def merged_keys(root: Path) -> set[str]:
@@ -134,8 +171,17 @@ def router_for(settings: Any) -> Router:
     """The router the settings ask for (``[engine] router`` and the ``route_*`` tuning)."""
     embed, why = meaning.embedder_for(settings)
     e = settings.engine
-    tuning = meaning.Tuning(e.route_margin, e.route_second, e.route_lexical_weight)
-    return Router(embed, tuning, why, e.update_similarity)
+    tuning: spread.SpreadTuning | meaning.Tuning
+    if e.router == "nearest":
+        tuning = meaning.Tuning()  # the router of before, with the calibration it had
+    else:
+        tuning = spread.SpreadTuning(
+            e.route_margin,
+            e.route_second,
+            e.route_neighbours,
+            e.route_scope_weight,
+        )
+    return Router(embed, tuning, why, e.update_similarity, e.update_claim_similarity)
 
 
 def _route_text(src: Source) -> str:
@@ -209,20 +255,9 @@ def route_sources(
         else:
             todo.append(src)
     if todo and router is not None and router.embed is not None:
-        members = {
-            b.name: [article_profile(a) for a in wiki.articles(root, b.name)]
-            for b in program.bundles
-        }
-        items = [(s.path, _route_text(s)) for s in todo]
-        disk = vectorcache.for_store(root)
-        try:
-            routes.update(
-                meaning.route_all(
-                    router.embed, program.bundles, items, members, router.tuning, disk
-                )
-            )
-        finally:
-            disk.close()
+        routes.update(
+            router.by_meaning(root, program.bundles, [(s.path, _route_text(s)) for s in todo])
+        )
     return routes
 
 
@@ -287,4 +322,42 @@ def subject_article(
     best = max(range(len(items)), key=lambda i: sims[i])
     if sims[best] >= threshold:
         return items[best], sims[best]
+    changed = _changed_claim(root, src, items, sims, router)
+    if changed is not None:
+        return items[changed], sims[changed]
     return None, sims[best]
+
+
+#: An article at least this close to a source (cosine) is updated by it when one of the
+#: source's sentences changes the value of one of its claims (``claim_similarity``).
+RELATED = 0.45
+
+
+def _changed_claim(
+    root: Path, src: Source, items: list[wiki.Article], sims: list[float], router: Router | None
+) -> int | None:
+    """The index of the related article (:data:`RELATED`) one of whose claims a sentence of
+    the source restates with another value of the same kind, by meaning; None if none."""
+    similarity = router.similarity() if router is not None else None
+    if router is None or similarity is None:
+        return None
+    floor = router.claim_similarity
+    sentences = [s for s in split_sentences(src.body) if updates.values(s)]
+    best: tuple[float, int] | None = None
+    for i, article in enumerate(items):
+        if sims[i] < RELATED:
+            continue
+        body = frontmatter.parse(
+            (root / article.path).read_text(encoding="utf-8", errors="replace")
+        )
+        stated = [
+            c for c in claims(body_sections(body.body).get("key points", "")) if updates.values(c)
+        ]
+        for sentence in sentences:
+            if not stated:
+                break
+            for claim, cos in zip(stated, similarity(stated, sentence), strict=True):
+                better = best is None or cos > best[0]
+                if cos >= floor and better and updates.changed_value(claim, sentence):
+                    best = (cos, i)
+    return best[1] if best is not None else None

@@ -3,8 +3,8 @@ for turns: the plan packet's thread items and the pages an apply returns for the
 
 A thread page says what was asked, decided, done and answered. Its facts (each turn's
 answer, oldest first; routing also reads the questions) are routed by the router consolidate
-uses for inbox sources (by meaning, :func:`memdir.engine.meaning.route_all`, when the run's
-router can embed; else by words, :func:`memdir.engine.routing.route`) and,
+uses for inbox sources (by meaning, :meth:`memdir.engine.placing.Router.by_meaning`, when
+the run's router can embed; else by words, :func:`memdir.engine.routing.route`) and,
 where a bundle fits, written by the run's writer into one article per thread and bundle,
 ``thread: <name>`` in its frontmatter, citing the thread page (``sources: [{id, resource:
 threads/<slug>.md}]``) and recording in ``merged-from`` every turn it was written from. A
@@ -24,8 +24,7 @@ from typing import Any
 from ..doc import frontmatter
 from ..doc.turnrecord import TurnRecord
 from ..errors import InvalidInput, ProviderError
-from ..index import routevectors as vectorcache
-from . import meaning, placing, routing, threads, wiki
+from . import placing, routing, threads, wiki
 from .files import Batch
 from .harness import Harness
 from .program import Program
@@ -100,17 +99,7 @@ def _routes(root: Path, folded: threads.Folded, how: Filing) -> dict[str, routin
     ]
     router = how.router
     if items and router is not None and router.embed is not None:
-        members = {
-            b.name: [placing.article_profile(a) for a in wiki.articles(root, b.name)]
-            for b in how.program.bundles
-        }
-        disk = vectorcache.for_store(root)
-        try:
-            return meaning.route_all(
-                router.embed, how.program.bundles, items, members, router.tuning, disk
-            )
-        finally:
-            disk.close()
+        return router.by_meaning(root, how.program.bundles, items)
     thresholds = how.program.thresholds
     return {
         page: routing.route(

@@ -9,9 +9,13 @@ What the deterministic path does (docs/engine.md, "Updates"):
   ``LEXICAL_SUBJECT``;
 - **near-duplicate**: every claim of the new draft is already a claim of the article (same
   words, citations aside): the source is recorded as merged and cited, and nothing is added;
-- **changed fact**: a new claim and an existing one share their subject words (at least two
-  content terms, and half of the smaller claim's) but carry different values (numbers,
-  percentages, amounts, ratios, times, dates, versions): the claim of the older source moves
+- **changed fact**: a new claim and an existing one are about one fact and carry different
+  values of one kind (numbers, percentages, amounts, ratios, times, dates, versions, codes,
+  quantities in one unit). About one fact: they share their subject words (at least two
+  content terms, and a third of the smaller claim's), or, with the embedder, the two claims
+  are at least ``claim_similarity`` apart by cosine (a change said in other words: "the
+  carols evening has moved to 19 December" after "the winter concert is on 12 December").
+  The claim of the older source moves
   to ``## Superseded`` with ``superseded by [^new] on DATE``, and the article's
   ``superseded`` list records ``{source, superseded_by, date, subject}``. The claim that
   superseded it leads the Key points (other new claims are appended) and the article's
@@ -26,7 +30,7 @@ writer or the agent (``--plan``/``--apply``), which rewrite the article whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,14 +76,52 @@ def subject(claim: str) -> frozenset[str]:
     return frozenset(t for t in term_set(text) if not any(c.isdigit() for c in t))
 
 
-def same_fact(old: str, new: str) -> bool:
-    """Whether ``new`` restates the fact of ``old`` with another value (see the docstring)."""
+_MONTH_NAME = re.compile(r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec")
+_QUANTITY = re.compile(r"[\d.,]+([a-z]+)")
+_UNITS = {"min": "minutes", "mins": "minutes", "hour": "hours", "day": "days", "week": "weeks"}
+_UNITS |= {"month": "months", "year": "years"}
+
+
+def kind(value: str) -> str:
+    """What a normalised value (:func:`values`) measures: ``money``, ``date``, ``time``,
+    ``percent``, its unit (``g``, ``km``, ``days``...), ``number`` or ``code``."""
+    if value[:1] in "£$€":
+        return "money"
+    if value.endswith("%"):
+        return "percent"
+    if value.endswith(("am", "pm")) or re.fullmatch(r"\d{1,2}:\d{2}", value):
+        return "time"
+    if re.fullmatch(r"\d+(?:[./-]\d+){2}", value) or _MONTH_NAME.search(value):
+        return "date"
+    quantity = _QUANTITY.fullmatch(value)
+    if quantity:
+        return _UNITS.get(quantity.group(1), quantity.group(1))
+    if re.fullmatch(r"[\d.,]+", value):
+        return "number"
+    return "code"
+
+
+def changed_value(old: str, new: str) -> bool:
+    """Whether ``new`` states a value of a kind ``old`` states too, and not the same one."""
+    va, vb = values(old), values(new)
+    if not va or not vb or va == vb or va <= vb:
+        return False
+    return bool({kind(v) for v in va - vb} & {kind(v) for v in vb - va})
+
+
+def same_fact(old: str, new: str, similarity: float | None = None, floor: float = 1.0) -> bool:
+    """Whether ``new`` restates the fact of ``old`` with another value (see the docstring):
+    by shared subject words, or by ``similarity`` (their cosine) at or above ``floor``."""
     a, b = subject(old), subject(new)
     shared = a & b
-    if len(shared) < 2 or len(shared) < SHARED_SUBJECT * min(len(a), len(b)):
+    by_words = len(shared) >= 2 and len(shared) >= SHARED_SUBJECT * min(len(a), len(b))
+    by_meaning = similarity is not None and similarity >= floor
+    if not (by_words or by_meaning):
         return False
     va, vb = values(old), values(new)
-    return bool(va) and bool(vb) and va != vb and not va <= vb
+    if by_words and va and vb and va != vb and not va <= vb:
+        return True
+    return changed_value(old, new)
 
 
 def lexical_subject(a: str, b: str) -> float:
@@ -91,6 +133,10 @@ def lexical_subject(a: str, b: str) -> float:
 
 def _plain(claim: str) -> str:
     return " ".join(FOOTNOTE_REF.sub("", claim).split()).lower().rstrip(".")
+
+
+Similarity = Callable[[Sequence[str], str], Sequence[float]]
+"""Texts and one text -> the cosine of each with it."""
 
 
 @dataclass
@@ -115,6 +161,8 @@ def merge(
     at: str,
     actor: str,
     edited: bool = False,
+    similarity: Similarity | None = None,
+    claim_similarity: float = 1.0,
 ) -> Merged:
     """The article with a new source merged in.
 
@@ -123,6 +171,8 @@ def merge(
     The newer of two conflicting claims is the one whose source is dated later (its
     ``date`` key, else when it was ingested); the other is superseded. ``edited``: the
     source is a new version of one the article cites, whose own claims it replaces.
+    ``similarity`` (the cosines of claims with one claim, by the embedder) lets a claim
+    said in other words supersede the one nearest it, at ``claim_similarity`` or above.
     """
     parsed = frontmatter.parse(article_text)
     fm = dict(parsed.fm)
@@ -148,6 +198,11 @@ def merge(
     for sentence, ids in fresh:
         line = f"{sentence} " + "".join(f"[^{i}]" for i in ids)
         conflicts = [c for c in kept if same_fact(c, sentence)]
+        if similarity is not None and kept and not conflicts:
+            sims = list(similarity([_plain(c) for c in kept], _plain(sentence)))
+            best = max(range(len(kept)), key=lambda k: sims[k])
+            if same_fact(kept[best], sentence, sims[best], claim_similarity):
+                conflicts = [kept[best]]
         older_new = False
         for old in conflicts:
             old_ids = FOOTNOTE_REF.findall(old)
