@@ -119,3 +119,22 @@ def test_the_settings_pick_the_router(tmp_path: Path) -> None:
         nearest.close()
     with pytest.raises(ConfigError, match="route_margin"):
         Memory.open(root, overrides={"engine": {"route_margin": -2}})
+
+
+def test_a_background_every_bundle_claims_leaves_nothing_to_quarantine_against(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A scope about everyday life claims every background sentence (cosine 0.4 or more): the
+    # walk has nowhere else to end, and one source among few texts still gets a route.
+    monkeypatch.setattr(spread, "background", lambda: ("e1", "e2"))
+    table = {"life": (1, 0.1), "e1": (1, 0), "e2": (1, 0.2), "note": (0.2, 1)}
+    routes = spread.route_all(
+        _embed(table), [Bundle("life", "life")], [("n", "note")], {}, spread.SpreadTuning()
+    )
+    assert routes["n"].bundles == ("life",) and routes["n"].details["background"] == 0.0
+    none = spread.route_all(_embed(table), [], [("n", "note")], {}, spread.SpreadTuning())
+    assert none["n"].quarantined and "no bundles" in none["n"].reason
+    assert (
+        spread.route_all(_embed(table), [Bundle("life", "life")], [], {}, spread.SpreadTuning())
+        == {}
+    )
