@@ -127,15 +127,18 @@ def consolidate(count: int) -> tuple[float, float, int]:
         return t1 - t0, t2 - t1, len(result["articles"])
 
 
-def routing_cost(bundles: int, articles: int, sources: int = 30) -> dict[str, float]:
-    """The meaning router (memdir.engine.meaning) with ``bundles`` bundles holding
+def routing_cost(
+    bundles: int, articles: int, sources: int = 30, router: str = "meaning"
+) -> dict[str, float]:
+    """A router by meaning (``meaning``: the walk, memdir.engine.spread; ``nearest``:
+    memdir.engine.meaning) with ``bundles`` bundles holding
     ``articles`` articles in all, routing one source at a time: the first call (every
     article embedded and stored in a fresh on-disk vector cache), the first call of a second
     process (the in-process vectors dropped: every article read from the cache, as a CLI
     consolidate after the first) and the per-source p50/p95 after it."""
     import tempfile
 
-    from memdir.engine import meaning
+    from memdir.engine import meaning, spread
     from memdir.engine.program import Bundle
     from memdir.index import routevectors as vectorcache
     from memdir.settings import Settings
@@ -143,6 +146,13 @@ def routing_cost(bundles: int, articles: int, sources: int = 30) -> dict[str, fl
     embed, why = meaning.embedder_for(Settings())
     if embed is None:
         raise SystemExit(f"routing cost needs the embedder: {why}")
+
+    def route(items: list[tuple[str, str]], disk: vectorcache.VectorCache) -> None:
+        if router == "nearest":
+            meaning.route_all(embed, specs, items, members, meaning.Tuning(), disk)
+        else:
+            spread.route_all(embed, specs, items, members, spread.SpreadTuning(), disk)
+
     rng = random.Random(bundles * 7 + articles)
     vocab = [w for words in WORDS.values() for w in words] + FILLER
     specs = [Bundle(f"b{n}", "Notes on " + ", ".join(rng.sample(vocab, 4))) for n in range(bundles)]
@@ -154,18 +164,18 @@ def routing_cost(bundles: int, articles: int, sources: int = 30) -> dict[str, fl
     tmp = tempfile.TemporaryDirectory(prefix="memdir-routecost-")
     disk = vectorcache.VectorCache(Path(tmp.name) / vectorcache.FILE)
     t0 = time.perf_counter()
-    meaning.route_all(embed, specs, probe[:1], members, meaning.Tuning(), disk)
+    route(probe[:1], disk)
     first = time.perf_counter() - t0
     meaning._MEMBERS.clear()  # a second process: nothing in memory, the cache on disk
     disk.close()
     disk = vectorcache.VectorCache(Path(tmp.name) / vectorcache.FILE)
     t0 = time.perf_counter()
-    meaning.route_all(embed, specs, probe[1:2], members, meaning.Tuning(), disk)
+    route(probe[1:2], disk)
     second = time.perf_counter() - t0
     times = []
     for item in probe[2:]:
         t = time.perf_counter()
-        meaning.route_all(embed, specs, [item], members, meaning.Tuning(), disk)
+        route([item], disk)
         times.append(time.perf_counter() - t)
     disk.close()
     tmp.cleanup()
@@ -220,12 +230,18 @@ def main() -> None:
     parser.add_argument(
         "--routing", default="100,10000", help="BUNDLES,ARTICLES for the routing cost ('' skips)"
     )
+    parser.add_argument(
+        "--router",
+        default="meaning",
+        choices=["meaning", "nearest"],
+        help="the router whose cost is measured (meaning: the walk, the default)",
+    )
     args = parser.parse_args()
     if args.routing:
         b, a = (int(x) for x in args.routing.split(","))
-        cost = routing_cost(b, a)
+        cost = routing_cost(b, a, router=args.router)
         print(
-            "| routing by meaning | bundles | articles | first call s "
+            f"| routing by meaning ({args.router}) | bundles | articles | first call s "
             "| second process first call s | p50 ms | p95 ms |"
         )
         print("|---|---|---|---|---|---|---|")
