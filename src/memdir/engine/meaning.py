@@ -84,6 +84,24 @@ def cached(embed: Embed, texts: Sequence[str], disk: VectorCache | None = None) 
     return [_MEMBERS[(key, t)] for t in texts]
 
 
+def lexical_scores(
+    bundles: Sequence[Bundle], items: Sequence[tuple[str, str]]
+) -> tuple[Any, list[dict[str, tuple[str, ...]]]]:
+    """Per item, the lexical share of each bundle's scope words (items x bundles) and the
+    scope words it matched, by bundle name."""
+    import numpy as np
+
+    lexical = np.zeros((len(items), len(bundles)))
+    matched: list[dict[str, tuple[str, ...]]] = []
+    for i, (_, text) in enumerate(items):
+        words = term_set(text)
+        found: dict[str, tuple[str, ...]] = {}
+        for j, b in enumerate(bundles):
+            lexical[i, j], found[b.name] = lexical_score(b.scope, words)
+        matched.append(found)
+    return lexical, matched
+
+
 def route_all(
     embed: Embed,
     bundles: Sequence[Bundle],
@@ -117,14 +135,7 @@ def route_all(
         kept = back_sim[~claimed]
         return kept.max(axis=0) if len(kept) else np.zeros(len(items))
 
-    lexical = np.zeros((len(items), len(bundles)))
-    matched: list[dict[str, tuple[str, ...]]] = []
-    for i, (_, text) in enumerate(items):
-        words = term_set(text)
-        found: dict[str, tuple[str, ...]] = {}
-        for j, b in enumerate(bundles):
-            lexical[i, j], found[b.name] = lexical_score(b.scope, words)
-        matched.append(found)
+    lexical, matched = lexical_scores(bundles, items)
     held: list[list[Any]] = [[] for _ in bundles]  # the vectors each bundle holds
     for j, name in enumerate(names):
         texts = [t for t in members.get(name, ()) if t.strip()]

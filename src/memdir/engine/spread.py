@@ -29,11 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..index.routevectors import VectorCache
-from .meaning import BACKGROUND_SCOPE_CUT, Embed, background, cached
+from .meaning import BACKGROUND_SCOPE_CUT, Embed, background, cached, lexical_scores
 from .program import Bundle
 from .routing import Route
-from .routing import score as lexical_score
-from .terms import term_set
 
 TEMPERATURE = 0.1  # how fast an edge's weight falls with its cosine
 STEPS = 200  # at most this many steps of the iteration (it stops once settled)
@@ -134,14 +132,7 @@ def route_all(
             vecs = vecs[np.argsort(-nearest, kind="stable")[:MEMBER_LIMIT]]
         held.extend(vecs)
         held_label.extend([j] * len(vecs))
-    lexical = np.zeros((len(items), nb))
-    matched: list[dict[str, tuple[str, ...]]] = []
-    for i, (_, text) in enumerate(items):
-        words = term_set(text)
-        found: dict[str, tuple[str, ...]] = {}
-        for j, b in enumerate(bundles):
-            lexical[i, j], found[b.name] = lexical_score(b.scope, words)
-        matched.append(found)
+    lexical, matched = lexical_scores(bundles, items)
     seeds = np.vstack([scopes, *([np.array(held)] if held else []), back]).astype(np.float32)
     seed_label = np.array([*range(nb), *held_label, *([nb] * len(back))])
     scope_seed = np.arange(len(seeds)) < nb
