@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import MemdirError
-from .settings import Settings
 
 __version__ = "0.1.0"
 __all__ = ["Memdir", "MemdirError", "Memory", "Settings", "__version__"]
 
 if TYPE_CHECKING:
     from .service import Memory
+    from .settings import Settings
 
     Memdir = Memory
 
@@ -22,4 +22,8 @@ def __getattr__(name: str) -> Any:
         from .service import Memory
 
         return Memory
+    if name == "Settings":  # not at import: a hook that only spools never needs it
+        from .settings import Settings
+
+        return Settings
     raise AttributeError(name)

@@ -8,11 +8,9 @@ setting and is documented in ``docs/settings.md`` (a test checks this).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,6 +294,8 @@ def read_config(root: Path) -> dict[str, Any]:
     path = config_path(root)
     if not path.is_file():
         return {}
+    import tomllib  # a store with no config file never needs the parser
+
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -350,6 +350,8 @@ _HARNESS_TABLE = re.compile(r"(?ms)^\[harness\][^\n]*\n(?:(?!^\[).*\n?)*")
 
 def harness_digest(text: str) -> str:
     """The pin of a harness: the SHA-256 of HARNESS.md's text."""
+    import hashlib
+
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

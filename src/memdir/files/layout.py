@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from importlib import resources
 from pathlib import Path
 
 from ..errors import (
@@ -14,14 +13,6 @@ from ..errors import (
     StoreExists,
     StoreNotFound,
 )
-from ..settings import (
-    default_config_toml,
-    harness_digest,
-    pin_harness,
-    pinned_harness,
-)
-from .atomic import atomic_write
-from .gitrun import run_git
 
 ROOT_ENV = "MEMDIR_ROOT"
 
@@ -76,6 +67,8 @@ def find_root(start: Path | None = None, explicit: str | Path | None = None) -> 
 
 
 def _template(name: str) -> str:
+    from importlib import resources
+
     return resources.files("memdir").joinpath("templates", name).read_text(encoding="utf-8")
 
 
@@ -85,6 +78,11 @@ def create(directory: Path, *, force: bool = False, git: bool = True) -> Path:
 
     Never overwrites an existing file, even with ``force``: it only adds what is missing.
     """
+    # Only creating a store needs these; finding one (every hook) does not.
+    from ..settings import default_config_toml, harness_digest, pin_harness, pinned_harness
+    from .atomic import atomic_write
+    from .gitrun import run_git
+
     directory = directory.expanduser()
     if directory.exists() and not directory.is_dir():
         raise StoreExists(f"{directory} exists and is not a folder")
