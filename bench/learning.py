@@ -7,9 +7,10 @@
 For each variant (default: the lexical router of before issue 17, the nearest-members router
 that came next, the meaning router of today (the walk), and the meaning router with turns
 folded on every consolidate) a fresh store is made in a temp folder with the Python API:
-every bundle is added, every note ingested (the older note of each update pair in an earlier call than the
-newer one, dates in the frontmatter as ``date:``), the inbox consolidated, the threads
-recorded as turns (each turn's parent is the one before it) and the store consolidated again.
+every bundle is added, every note ingested (the older note of each update pair in an
+earlier call than the newer one, dates in the frontmatter as ``date:``), the inbox
+consolidated, the threads recorded as turns (each turn's parent is the one before it) and
+the store consolidated again.
 Then:
 
 - where each note was filed: the bundles of the wiki pages whose ``merged-from`` (or
