@@ -1,12 +1,15 @@
 """The web UI's costs: server time per page, first page load bytes, the graph's first render.
 
     python bench/ui.py [--count 100000] [--turns 500] [--requests 30] [--graph-nodes 10000]
-                       [--keep DIR [--reuse]]
+                       [--writes 10] [--no-graph] [--keep DIR [--reuse]]
 
 Builds a synthetic store (bench/synth.py: ~60 % episodes, ~40 % wiki pages with three
 wikilinks each) plus one thread of ``--turns`` chained turns, indexes it once, serves it with
 the real app (uvicorn on loopback, in this process) and times ``--requests`` GETs of each page
-over HTTP (wall time seen by the client: the server's work plus loopback transfer). The
+over HTTP (wall time seen by the client: the server's work plus loopback transfer). Then
+the first request after a write: ``--writes`` rounds, each page asked for once right after
+one write through the service (a wiki page with wikilinks and a turn of the big thread, in
+turn), what the first person to look after the agent wrote waits for. The
 index sync every verb starts with is throttled (``store.sync_interval_seconds``), as a
 running server with its watcher does. First load bytes: the home page's HTML and every asset
 it names. The graph: a store of ``--graph-nodes`` small linked wiki pages, the graph page
@@ -153,6 +156,47 @@ def time_pages(url: str, pages: dict[str, str], requests: int) -> dict[str, dict
     return out
 
 
+def after_writes(
+    url: str, mem: Memory, pages: dict[str, str], rounds: int, last_turn: str
+) -> dict[str, dict[str, float]]:
+    """Each page asked for once right after one write through ``mem`` (the server's own
+    service object), ``rounds`` times: a new wiki page linking to two others, then a new
+    turn of the big thread, and so on."""
+    times: dict[str, list[float]] = {name: [] for name in pages}
+    stamp = int(time.time())
+    parent = last_turn
+    with httpx.Client(base_url=url, timeout=300) as client:
+        for i in range(rounds):
+            for name, target in pages.items():
+                if i % 2 == 0:
+                    mem.write(
+                        f"wiki/bundle0/written/after-{stamp}-{i}-{len(times[name])}.md",
+                        f"# After write {i}\n\nSee [[topic1]] and [[after-{stamp}-{i}-0]].\n",
+                        actor="bench",
+                    )
+                else:
+                    parent = mem.record_turn(
+                        thread="big",
+                        user="ana",
+                        input=f"after write {i}: what changed?",
+                        output="a page and a turn",
+                        parents=[parent],
+                    ).id
+                started = time.perf_counter()
+                answer = client.get(target)
+                times[name].append((time.perf_counter() - started) * 1000)
+                if answer.status_code != 200:
+                    raise SystemExit(f"{target}: {answer.status_code} {answer.text[:300]}")
+    return {
+        name: {
+            "p50_ms": round(statistics.median(values), 1),
+            "p95_ms": round(_pct(values, 0.95), 1),
+            "max_ms": round(max(values), 1),
+        }
+        for name, values in times.items()
+    }
+
+
 def first_load_bytes(url: str) -> dict[str, int]:
     """The home page and every stylesheet, script and icon it names."""
     with httpx.Client(base_url=url, timeout=60) as client:
@@ -210,6 +254,8 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--graph-nodes", type=int, default=10_000)
+    parser.add_argument("--writes", type=int, default=10, help="rounds of one write, one GET")
+    parser.add_argument("--no-graph", action="store_true", help="skip the Chromium graph run")
     parser.add_argument("--keep", type=Path)
     parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
@@ -228,12 +274,19 @@ def main() -> int:
             "turn DAG": f"/turn/{info['thread_last']}",
             "coverage": "/coverage",
             "browse": "/browse",
+            "graph": "/graph",
+            "graph data": "/graph.json",
         }
         with serving(mem) as url:
             result: dict[str, Any] = {"store": info, "pages": time_pages(url, pages, args.requests)}
+            if args.writes:
+                result["after_write"] = after_writes(
+                    url, mem, pages, args.writes, info["thread_last"]
+                )
             sizes = first_load_bytes(url)
             result["first_load_bytes"] = {"total": sum(sizes.values()), **sizes}
-        result["graph"] = graph_render(args.graph_nodes, keep)
+        if not args.no_graph:
+            result["graph"] = graph_render(args.graph_nodes, keep)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -61,9 +61,8 @@ def visible(conn: sqlite3.Connection, prefix: str = "") -> list[DocRow]:
 
 def zone_count(conn: sqlite3.Connection, folder: str) -> int:
     """How many indexed documents lie under ``folder`` (``inbox/``, ``quarantine/``)."""
-    row = conn.execute(
-        "SELECT count(*) FROM docs WHERE substr(path, 1, ?) = ?", (len(folder), folder)
-    ).fetchone()
+    where, params = _under(folder)
+    row = conn.execute(f"SELECT count(*) FROM docs d WHERE {where}", params).fetchone()
     return int(row[0])
 
 
@@ -174,3 +173,81 @@ class KeyedRow(NamedTuple):
     id: int
     walk_key: bytes
     row: DocRow
+
+
+def facts_keyed(
+    conn: sqlite3.Connection, ids: list[int] | None = None
+) -> list[tuple[int, bytes, str]]:
+    """``(id, walk key, memory-report facts as JSON)`` of every document, hidden ones and
+    the zones included (the report counts them all), or of ``ids`` only."""
+    sql = "SELECT id, walk_key, facts FROM docs"
+    cur = conn.cursor()
+    cur.row_factory = None
+    if ids is None:
+        rows = cur.execute(sql + " ORDER BY walk_key").fetchall()
+    else:
+        rows = []
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" for _ in part)
+            rows += cur.execute(sql + f" WHERE id IN ({marks})", part).fetchall()
+    return [(int(a), bytes(b), str(c)) for a, b, c in rows]
+
+
+def _under(prefix: str) -> tuple[str, list[str]]:
+    """A condition on ``d.path`` for "under ``prefix``" that the path index can answer."""
+    if not prefix:
+        return "1 = 1", []
+    last = prefix[-1]
+    if ord(last) >= 0x10FFFF or 0xD7FF <= ord(last) < 0xE000:
+        return "substr(d.path, 1, ?) = ?", [str(len(prefix)), prefix]
+    return "d.path >= ? AND d.path < ?", [prefix, prefix[:-1] + chr(ord(last) + 1)]
+
+
+def home_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, int]:
+    """What the home page counts of the visible documents under ``prefix``: turns (under
+    ``episodes/turns/``) and their threads, the other episodes, the wiki's articles (its
+    ``index.md`` and ``log.md`` pages left out)."""
+    where, params = _under(prefix)
+    visible = f"d.hidden = 0 AND d.zone = 0 AND {where}"
+
+    def one(sql: str, *extra: str) -> int:
+        return int(conn.execute(sql, [*params, *extra]).fetchone()[0])
+
+    turns_at, turns_params = _under("episodes/turns/")
+    turns = f"FROM docs d WHERE {visible} AND {turns_at} AND d.type = 'turn'"
+    episodes_at, episodes_params = _under("episodes/")
+    wiki_at, wiki_params = _under("wiki/")
+    return {
+        "turns": one(f"SELECT count(*) {turns}", *turns_params),
+        "threads": one(
+            f"SELECT count(DISTINCT d.thread) {turns} AND coalesce(d.thread, '') != ''",
+            *turns_params,
+        ),
+        "episodes": one(
+            f"SELECT count(*) FROM docs d WHERE {visible} AND {episodes_at} "
+            "AND coalesce(d.type, '') != 'turn'",
+            *episodes_params,
+        ),
+        "articles": one(
+            f"SELECT count(*) FROM docs d WHERE {visible} AND {wiki_at} "
+            "AND NOT (d.path GLOB '*/index.md' OR d.path GLOB '*/log.md')",
+            *wiki_params,
+        ),
+    }
+
+
+def latest_turns(conn: sqlite3.Connection, prefix: str = "", limit: int = 10) -> list[DocRow]:
+    """The newest ``limit`` visible turns under ``prefix`` and ``episodes/turns/``."""
+    where, params = _under(prefix)
+    turns_at, turns_params = _under("episodes/turns/")
+    sql = (
+        "SELECT d.path, d.title, coalesce(d.type, ''), coalesce(d.thread, ''), "
+        "coalesce(d.user, ''), coalesce(d.created, '') FROM docs d "
+        f"WHERE d.hidden = 0 AND d.zone = 0 AND {where} AND {turns_at} AND d.type = 'turn' "
+        "ORDER BY d.created DESC, d.walk_key LIMIT ?"
+    )
+    cur = conn.cursor()
+    cur.row_factory = None
+    rows = cur.execute(sql, [*params, *turns_params, limit]).fetchall()
+    return [DocRow(*(str(v) for v in row)) for row in rows]

@@ -8,17 +8,14 @@ the snapshot when it lies outside the prefix) is refused or left out for it.
 
 from __future__ import annotations
 
-import json
-import os
 import posixpath
-import re
 import threading
-from collections import Counter
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...access import Principal
+from ...access import LOCAL, Principal
 from ...doc import paths as docpaths
 from ...doc.turnrecord import parse_turn
 from ...engine import runs
@@ -26,10 +23,10 @@ from ...errors import MemdirError
 from ...index import uirows
 from ...service import Memory
 from .linkgraph import LinkGraph, build_graph
+from .livereport import LiveReport, Summary
 from .render import DagItem, Point
 
 TURNS = "episodes/turns/"
-_UNMERGED = re.compile(r'"total_unmerged":\s*([0-9]+)')
 INLINE_GROUP = 60  # a browse group lists its documents inline up to this many
 INLINE_TOTAL = 1500  # and the page up to this many in all; larger groups open on their own
 PAGE = 500
@@ -45,10 +42,12 @@ class Views:
     def __init__(self, memory: Memory) -> None:
         self.mem = memory
         self._lock = threading.Lock()
-        self._graph: tuple[int, LinkGraph] | None = None
-        self._seq: int | None = None  # the change log's number the graph is as of
+        # name -> (index generation, the change log's number it is as of, the value)
+        self._derived: dict[str, tuple[int, int, Any]] = {}
         self.builds = 0  # graphs built whole, and brought forward (for tests and benches)
         self.updates = 0
+        self.report_builds = 0  # the same of the live report
+        self.report_updates = 0
         self._memo: dict[tuple[Any, ...], tuple[int, Any]] = {}
         self._release_lock = threading.Lock()
 
@@ -61,28 +60,67 @@ class Views:
     def graph(self) -> LinkGraph:
         """The whole store's link graph, brought forward when the index changed: by the
         documents its change log names, or rebuilt whole when the log cannot say."""
+
+        def build(conn: Any) -> LinkGraph:
+            self.builds += 1
+            return build_graph(uirows.visible_keyed(conn), uirows.edges_of(conn))
+
+        def update(graph: LinkGraph, ids: list[int], conn: Any) -> LinkGraph:
+            self.updates += 1
+            return graph.updated(ids, uirows.visible_keyed(conn, ids), uirows.edges_of(conn, ids))
+
+        with self._lock:
+            graph: LinkGraph = self._follow("graph", build, update)
+            return graph
+
+    def report(self) -> Summary:
+        """The memory report's figures and its oldest unmerged episodes, kept in step with
+        the index like the graph (the same change log) instead of folded again whole."""
+
+        def build(conn: Any) -> LiveReport:
+            self.report_builds += 1
+            live = LiveReport(self.mem.episodes_prefix())
+            live.apply((), uirows.facts_keyed(conn))
+            return live
+
+        def update(live: LiveReport, ids: list[int], conn: Any) -> LiveReport:
+            self.report_updates += 1
+            live.apply(ids, uirows.facts_keyed(conn, ids))
+            return live
+
+        def summary() -> Summary:
+            with self._lock:
+                live: LiveReport = self._follow("report", build, update)
+                return live.summary(time.time())
+
+        found: Summary = self.cached("report", LOCAL, summary)
+        return found
+
+    def _follow(
+        self,
+        name: str,
+        build: Callable[[Any], Any],
+        update: Callable[[Any, list[int], Any], Any],
+    ) -> Any:
+        """The value ``name`` derived from the whole index, as of its generation now:
+        kept, brought forward by ``update`` from the ids the change log names since it was
+        made, or made again by ``build`` when the log cannot say. Under ``self._lock``."""
         self.mem.sync()
         generation = self.mem.index.generation
-        with self._lock:
-            if self._graph is not None and self._graph[0] == generation:
-                return self._graph[1]
-            conn = self.mem.index.conn
-            found = None
-            if self._graph is not None and self._seq is not None:
-                found = uirows.changes(conn, self._seq, UPDATE_LIMIT)
-            if found is not None and self._graph is not None:
-                self._seq, ids = found
-                graph = self._graph[1].updated(
-                    ids, uirows.visible_keyed(conn, ids), uirows.edges_of(conn, ids)
-                )
-                self.updates += 1
-            else:
-                with self.mem.index.transaction() as tx:  # the log's last number first
-                    self._seq = uirows.watch(tx)
-                graph = build_graph(uirows.visible_keyed(conn), uirows.edges_of(conn))
-                self.builds += 1
-            self._graph = (generation, graph)
-            return graph
+        held = self._derived.get(name)
+        if held is not None and held[0] == generation:
+            return held[2]
+        conn = self.mem.index.conn
+        found = uirows.changes(conn, held[1], UPDATE_LIMIT) if held is not None else None
+        if held is not None and found is not None:
+            seq, ids = found
+            value = update(held[2], ids, conn)
+        else:
+            with self.mem.index.transaction() as tx:  # the log's last number first
+                seq = uirows.watch(tx)
+            value = build(conn)
+        self._derived[name] = (generation, seq, value)
+        return value
 
     def leaks(self, principal: Principal) -> list[str]:
         """Paths under the caller's prefix that lead out of it through a symlink."""
@@ -134,34 +172,37 @@ class Views:
         return out
 
     def _home(self, principal: Principal) -> dict[str, Any]:
-        rows = self.rows(principal)
-        turns = [r for r in rows if r.type == "turn" and r.path.startswith(TURNS)]
-        episodes = [r for r in rows if r.path.startswith("episodes/") and r.type != "turn"]
-        articles = [
-            r
-            for r in rows
-            if r.path.startswith("wiki/")
-            and posixpath.basename(r.path) not in ("index.md", "log.md")
-        ]
-        counts: dict[str, int | None] = {
-            "turns": len(turns),
-            "threads": len({r.thread for r in turns if r.thread}),
-            "episodes": len(episodes),
-            "articles": len(articles),
-            "inbox": None,
-            "quarantine": None,
-        }
+        conn = self.mem.index.conn
+        found: dict[str, int | None]
+        if self.leaks(principal):  # a symlink leads out of the prefix: count what it shows
+            rows = self.rows(principal)
+            turns = [r for r in rows if r.type == "turn" and r.path.startswith(TURNS)]
+            found = {
+                "turns": len(turns),
+                "threads": len({r.thread for r in turns if r.thread}),
+                "episodes": sum(
+                    1 for r in rows if r.path.startswith("episodes/") and r.type != "turn"
+                ),
+                "articles": sum(
+                    1
+                    for r in rows
+                    if r.path.startswith("wiki/")
+                    and posixpath.basename(r.path) not in ("index.md", "log.md")
+                ),
+            }
+            latest = sorted(turns, key=lambda r: r.created, reverse=True)[:10]
+        else:  # the index counts (a few milliseconds at 100k documents, after any write)
+            found = dict(uirows.home_counts(conn, principal.prefix or ""))
+            latest = uirows.latest_turns(conn, principal.prefix or "")
+        counts: dict[str, int | None] = {**found, "inbox": None, "quarantine": None}
         out: dict[str, Any] = {"counts": counts, "whole": not principal.prefix}
-        latest = sorted(turns, key=lambda r: r.created, reverse=True)[:10]
         out["latest"] = latest
         if not principal.prefix:
-            conn = self.mem.index.conn
             counts["inbox"] = uirows.zone_count(conn, INBOX)
             counts["quarantine"] = uirows.zone_count(conn, QUARANTINE)
-            text = self.mem.memory_report_text()
-            out["coverage"] = text.coverage_pct
-            found = _UNMERGED.search(text.json, 0, 2000)  # a field before the file lists
-            out["unmerged"] = int(found.group(1)) if found else 0
+            report = self.report()
+            out["coverage"] = report.coverage_pct
+            out["unmerged"] = report.total_unmerged
         return out
 
     # -- browse ------------------------------------------------------------------------
@@ -370,32 +411,17 @@ class Views:
     # -- coverage ----------------------------------------------------------------------
 
     def coverage(self, principal: Principal) -> dict[str, Any]:
+        """The memory report's figures, its oldest unmerged episodes (their age from the
+        file's mtime as the index saw it) and counts by folder, the quarantine queue."""
         principal.require_unconfined("the memory report")
-        out = dict(self.cached("coverage", principal, self._coverage))
-        out["quarantine"] = self.mem.quarantine_list()
-        out["bundles"] = [b.name for b in self.mem.program().bundles]
-        return out
-
-    def _coverage(self) -> dict[str, Any]:
-        """The report and its unmerged episodes by age (the report's time-dependent metrics
-        are as of the index generation's first request)."""
-        text = self.mem.memory_report_text()
-        from ...kiwi import report as coverage
-
-        report = coverage.report_from_json(json.loads(text.json))
-        ages: dict[str, float] = {}
-        for entry in report.unmerged:
-            try:
-                ages[entry.path] = os.stat(self.root / entry.path).st_mtime
-            except OSError:
-                continue
-        unmerged = sorted(report.unmerged, key=lambda e: ages.get(e.path, 0.0))
-        scopes = Counter("/".join(e.path.split("/")[:-1][:2]) for e in unmerged)
+        report = self.report()
         return {
             "report": report,
-            "unmerged": unmerged,
-            "ages": ages,
-            "by_folder": sorted(scopes.items()),
+            "unmerged": [entry for entry, _ in report.oldest],
+            "ages": {entry.path: mtime for entry, mtime in report.oldest},
+            "by_folder": report.by_folder,
+            "quarantine": self.mem.quarantine_list(),
+            "bundles": [b.name for b in self.mem.program().bundles],
         }
 
     def release(self, principal: Principal, path: str, bundle: str, topic: str) -> dict[str, Any]:
