@@ -119,6 +119,8 @@ class EngineSettings:
     update_claim_similarity: float = 0.55  # a claim this close to one changes its value
     answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
     answer_known_miss: float = 0.5  # query: above it, "not found" (docs/engine.md, "query")
+    answer_newer_ratio: float = 0.5  # query: a newer answer this relevant goes first
+    answer_newer_similarity: float = 0.4  # query: ... when its claim is this close to the best's
 
 
 @dataclass(frozen=True)

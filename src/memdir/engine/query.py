@@ -32,6 +32,9 @@ class Answer:
     passages: list[dict[str, Any]] = field(default_factory=list)
     relevance: float = 0.0  # see relevance(); the floor compares with this
     claims: list[str] = field(default_factory=list, repr=False)
+    # The newest date of the sources each claim cites (claims[0] is the title: "").
+    dates: list[str] = field(default_factory=list, repr=False)
+    newer_of: str = ""  # the answer this one was put before, as the newer (see prefer_newer)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +44,7 @@ class Answer:
             "score": self.score,
             "relevance": self.relevance,
             "passages": self.passages,
+            **({"newer_than": self.newer_of} if self.newer_of else {}),
         }
 
 
@@ -141,19 +145,20 @@ class Walker:
         text = self._read(rel, body=True)
         parsed = frontmatter.parse(text)
         listed = parsed.fm.get("sources")
-        sources = {
-            s.get("id"): s.get("resource")
-            for s in (listed if isinstance(listed, list) else [])
-            if isinstance(s, dict)
-        }
+        entries = [s for s in (listed if isinstance(listed, list) else []) if isinstance(s, dict)]
+        sources = {s.get("id"): s.get("resource") for s in entries}
+        dated = {s.get("id"): str(s.get("date") or "") for s in entries}
         defs = {m.group(1): m.group(2) for m in FOOTNOTE_DEF.finditer(parsed.body)}
         passages = []
         every: list[str] = []
+        dates: list[str] = []
         for heading, section_text in body_sections(parsed.body).items():
             if heading in ("related", "superseded"):
                 continue
             for claim in claims(section_text):
                 every.append(re.sub(FOOTNOTE_REF, "", claim).strip())
+                cited = [dated.get(i, "") for i in FOOTNOTE_REF.findall(claim)]
+                dates.append(max(cited, default=""))
                 if _overlap(self.q, claim) == 0:
                     continue
                 cites = [sources.get(i) or defs.get(i) or i for i in FOOTNOTE_REF.findall(claim)]
@@ -163,7 +168,15 @@ class Walker:
         passages.sort(key=lambda p: -_overlap(self.q, str(p["text"])))
         name = str(parsed.fm.get("title") or title)
         self.recall.answers.append(
-            Answer(rel, name, tier, round(score, 3), passages[:3], claims=[name, *every])
+            Answer(
+                rel,
+                name,
+                tier,
+                round(score, 3),
+                passages[:3],
+                claims=[name, *every],
+                dates=["", *dates],
+            )
         )
 
 
@@ -178,12 +191,13 @@ def run(
 ) -> Recall:
     """Tiers 0-2, then :func:`judge` with ``[engine] answer_floor`` and, when embeddings are
     enabled, the embedder (no settings: no floor, words only)."""
-    floor, embed, known_miss = 0.0, None, 1.0
+    floor, embed, known_miss, newer = 0.0, None, 1.0, Newer()
     if settings is not None:
         from .meaning import embedder_for
 
         floor = settings.engine.answer_floor
         known_miss = settings.engine.answer_known_miss
+        newer = Newer(settings.engine.answer_newer_ratio, settings.engine.answer_newer_similarity)
         if settings.embeddings.enabled:
             embed, _ = embedder_for(settings, purpose="query")
     walker = Walker(root, program, question, visible)
@@ -203,8 +217,18 @@ def run(
             seen.add(path)
             walker.read_article(path, getattr(hit, "title", path), 2, float(hit.score))
     recall = walker.recall
-    judge(root, recall, floor=floor, embed=embed, known_miss=known_miss)
+    judge(root, recall, floor=floor, embed=embed, known_miss=known_miss, newer=newer)
     return recall
+
+
+@dataclass(frozen=True)
+class Newer:
+    """When a later page answers the question with another value (see :func:`prefer_newer`):
+    its relevance is at least ``ratio`` of the best's and, by meaning, its claim is at least
+    ``similarity`` close to the best's claim. ``ratio`` above 1 turns the rule off."""
+
+    ratio: float = 0.5
+    similarity: float = 0.4
 
 
 def judge(
@@ -214,9 +238,11 @@ def judge(
     floor: float,
     embed: Embed | None,
     known_miss: float = 1.0,
+    newer: Newer | None = None,
 ) -> None:
     """Rank the answers by relevance and apply the floor: when even the best is below it,
-    the answers become ``nearest`` pointers and the result is "not found".
+    the answers become ``nearest`` pointers and the result is "not found". A newer page
+    that answers with another value then goes first (:func:`prefer_newer`).
 
     Also "not found" when the best answer lacks more than ``known_miss`` of the question's
     term weight in words that other articles of the wiki do use (:func:`known_missing`): the
@@ -236,6 +262,72 @@ def judge(
     best = recall.answers[0]
     if best.relevance < floor or known_missing(q, best.claims, df, total) > known_miss:
         recall.nearest, recall.answers = recall.answers, []
+    elif newer is not None:
+        prefer_newer(recall.answers, newer, q, qvec)
+
+
+def _bundle(path: str) -> str:
+    parts = path.split("/")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def _best_claim(answer: Answer, q: list[str], qvec: Any) -> int:
+    """The index (in ``answer.claims``, never the title at 0) of the claim nearest the
+    question: by cosine with the embedder, else by question words shared."""
+    if len(answer.claims) < 2:
+        return 0
+    rest = range(1, len(answer.claims))
+    if qvec is not None and all(c in _CLAIMS for c in answer.claims):
+        return max(rest, key=lambda i: float(_CLAIMS[answer.claims[i]] @ qvec))
+    terms = frozenset(q)
+    return max(rest, key=lambda i: _overlap(terms, answer.claims[i]))
+
+
+def prefer_newer(answers: list[Answer], rule: Newer, q: list[str], qvec: Any) -> None:
+    """Put first the newest answer that gives the question another value than the best one.
+
+    Two pages of one bundle can both answer a question when a later note changed a fact
+    in other words than the first, so the update was not seen at consolidation ("Spice
+    Route's per head cost goes to 48" after "Spice Route quoted 42 per head"). An answer
+    goes before the best when it is in the best's bundle, its relevance is at least
+    ``rule.ratio`` of the best's, and its claim nearest the question (:func:`_best_claim`)
+    cites a newer source than the best's claim does, states another value of the same kind
+    (:func:`memdir.engine.updates.changed_value`) and is about the same fact: by meaning, the
+    two claims at least ``rule.similarity`` apart; without the embedder, sharing their
+    subject words (:func:`memdir.engine.updates.same_fact`). The answer moved records
+    ``newer_than`` (the page it went before)."""
+    from . import updates
+
+    if len(answers) < 2:
+        return
+    best = answers[0]
+    bi = _best_claim(best, q, qvec)
+    if bi == 0 or len(best.dates) != len(best.claims):
+        return
+    claim, date = best.claims[bi], best.dates[bi]
+    chosen: tuple[str, int] | None = None
+    for n, other in enumerate(answers[1:], start=1):
+        if _bundle(other.path) != _bundle(best.path):
+            continue
+        if other.relevance < rule.ratio * best.relevance:
+            continue
+        oi = _best_claim(other, q, qvec)
+        if oi == 0 or len(other.dates) != len(other.claims) or other.dates[oi] <= date:
+            continue
+        text = other.claims[oi]
+        if not (updates.changed_value(claim, text) or updates.changed_value(text, claim)):
+            continue
+        if qvec is not None and claim in _CLAIMS and text in _CLAIMS:
+            if float(_CLAIMS[claim] @ _CLAIMS[text]) < rule.similarity:
+                continue
+        elif not updates.same_fact(claim, text):
+            continue
+        if chosen is None or other.dates[oi] > chosen[0]:
+            chosen = (other.dates[oi], n)
+    if chosen is not None:
+        moved = answers.pop(chosen[1])
+        moved.newer_of = best.path
+        answers.insert(0, moved)
 
 
 def known_missing(q: list[str], texts: list[str], df: dict[str, int], total: int) -> float:
