@@ -69,14 +69,15 @@ class Router:
     update_similarity: float = 0.65
     claim_similarity: float = 0.55  # a claim said in other words updates the nearest one
 
-    def similarity(self) -> updates.Similarity | None:
-        """The cosines of texts with one text by the embedder, or None without one."""
+    def similarity(self, disk: vectorcache.VectorCache | None = None) -> updates.Similarity | None:
+        """The cosines of texts with one text by the embedder (vectors kept in ``disk``
+        when given), or None without one."""
         embed = self.embed
         if embed is None:
             return None
 
         def cosines(texts: Sequence[str], text: str) -> list[float]:
-            *vectors, vec = meaning.cached(embed, [*texts, text])
+            *vectors, vec = meaning.cached(embed, [*texts, text], disk)
             return [float(v @ vec) for v in vectors]
 
         return cosines
@@ -338,26 +339,27 @@ def _changed_claim(
 ) -> int | None:
     """The index of the related article (:data:`RELATED`) one of whose claims a sentence of
     the source restates with another value of the same kind, by meaning; None if none."""
-    similarity = router.similarity() if router is not None else None
-    if router is None or similarity is None:
+    if router is None or router.embed is None:
         return None
     floor = router.claim_similarity
     sentences = [s for s in split_sentences(src.body) if updates.values(s)]
     best: tuple[float, int] | None = None
-    for i, article in enumerate(items):
-        if sims[i] < RELATED:
-            continue
-        body = frontmatter.parse(
-            (root / article.path).read_text(encoding="utf-8", errors="replace")
-        )
-        stated = [
-            c for c in claims(body_sections(body.body).get("key points", "")) if updates.values(c)
-        ]
-        for sentence in sentences:
-            if not stated:
-                break
-            for claim, cos in zip(stated, similarity(stated, sentence), strict=True):
-                better = best is None or cos > best[0]
-                if cos >= floor and better and updates.changed_value(claim, sentence):
-                    best = (cos, i)
+    disk = vectorcache.for_store(root)
+    try:
+        similarity = router.similarity(disk)
+        if similarity is None:
+            return None
+        for i, article in enumerate(items):
+            if sims[i] < RELATED:
+                continue
+            # The article as parsed at the start of the run, or as this run last wrote it.
+            section = body_sections(article.body).get("key points", "")
+            stated = [c for c in claims(section) if updates.values(c)]
+            for sentence in sentences if stated else []:
+                for claim, cos in zip(stated, similarity(stated, sentence), strict=True):
+                    better = best is None or cos > best[0]
+                    if cos >= floor and better and updates.changed_value(claim, sentence):
+                        best = (cos, i)
+    finally:
+        disk.close()
     return best[1] if best is not None else None
