@@ -102,6 +102,30 @@ def lexical_scores(
     return lexical, matched
 
 
+def nothing_to_compare(
+    bundles: Sequence[Bundle], items: Sequence[tuple[str, str]]
+) -> dict[str, Route] | None:
+    """The routes when no source or no bundle is given; None when there is work to do."""
+    if not items:
+        return {}
+    if not bundles:
+        return {k: Route((), {}, {}, "no bundles are defined in PROGRAM.md") for k, _ in items}
+    return None
+
+
+def route_details(
+    names: Sequence[str], meaning: Sequence[float], lexical: Sequence[float], background: float
+) -> dict[str, Any]:
+    """What a placement records of a routing by meaning: per bundle, the source's cosine
+    and lexical score, and the everyday background's score."""
+    return {
+        "method": "meaning",
+        "meaning": {n: round(float(meaning[j]), 3) for j, n in enumerate(names)},
+        "lexical": {n: round(float(lexical[j]), 3) for j, n in enumerate(names)},
+        "background": round(background, 3),
+    }
+
+
 def route_all(
     embed: Embed,
     bundles: Sequence[Bundle],
@@ -116,10 +140,9 @@ def route_all(
     import numpy as np
 
     out: dict[str, Route] = {}
-    if not items:
-        return out
-    if not bundles:
-        return {k: Route((), {}, {}, "no bundles are defined in PROGRAM.md") for k, _ in items}
+    trivial = nothing_to_compare(bundles, items)
+    if trivial is not None:
+        return trivial
     names = [b.name for b in bundles]
     scopes = np.array(cached(embed, [b.scope for b in bundles], disk))
     vectors = np.array(cached(embed, [text for _, text in items], disk))
@@ -167,12 +190,7 @@ def route_all(
         pick = int(np.argmax(margins))
         i = pending[pick]
         order = np.argsort(-fused[i], kind="stable")
-        details = {
-            "method": "meaning",
-            "meaning": {n: round(float(meaning[i, j]), 3) for j, n in enumerate(names)},
-            "lexical": {n: round(float(lexical[i, j]), 3) for j, n in enumerate(names)},
-            "background": round(float(bg[i]), 3),
-        }
+        details = route_details(names, meaning[i], lexical[i], float(bg[i]))
         scores = {n: round(float(fused[i, j]), 3) for j, n in enumerate(names)}
         if margins[pick] < tuning.margin:
             break  # the most confident source left does not fit: neither do the others

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..index.routevectors import VectorCache
-from .meaning import BACKGROUND_SCOPE_CUT, Embed, background, cached, lexical_scores
+from .meaning import (
+    BACKGROUND_SCOPE_CUT,
+    Embed,
+    background,
+    cached,
+    lexical_scores,
+    nothing_to_compare,
+    route_details,
+)
 from .program import Bundle
 from .routing import Route
 
@@ -107,10 +115,9 @@ def route_all(
     import numpy as np
 
     out: dict[str, Route] = {}
-    if not items:
-        return out
-    if not bundles:
-        return {k: Route((), {}, {}, "no bundles are defined in PROGRAM.md") for k, _ in items}
+    trivial = nothing_to_compare(bundles, items)
+    if trivial is not None:
+        return trivial
     names = [b.name for b in bundles]
     nb = len(bundles)
     sources = np.array(cached(embed, [text for _, text in items], disk))
@@ -143,12 +150,7 @@ def route_all(
         order = np.argsort(-row[:nb], kind="stable")
         best, rest = int(order[0]), float(row[nb])
         scores = {n: round(float(row[j]), 3) for j, n in enumerate(names)}
-        details = {
-            "method": "meaning",
-            "meaning": {n: round(float(scope_sim[i, j]), 3) for j, n in enumerate(names)},
-            "lexical": {n: round(float(lexical[i, j]), 3) for j, n in enumerate(names)},
-            "background": round(rest, 3),
-        }
+        details = route_details(names, scope_sim[i], lexical[i], rest)
         if row[best] - rest < tuning.margin:
             reason = (
                 f"no bundle fits by meaning: best was '{names[best]}' at {row[best]:.2f} of "
