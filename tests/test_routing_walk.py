@@ -119,6 +119,8 @@ def test_the_settings_pick_the_router(tmp_path: Path) -> None:
         nearest.close()
     with pytest.raises(ConfigError, match="route_margin"):
         Memory.open(root, overrides={"engine": {"route_margin": -2}})
+    with pytest.raises(ConfigError, match="route_scope_weight"):
+        Memory.open(root, overrides={"engine": {"route_scope_weight": 0}})
 
 
 def test_a_background_every_bundle_claims_leaves_nothing_to_quarantine_against(

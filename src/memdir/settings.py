@@ -194,6 +194,7 @@ MINIMUMS: dict[str, float] = {
     "embeddings.chunk_tokens": 8,
     "engine.route_margin": -1,  # a share difference: the background may take more
     "engine.route_neighbours": 1,
+    "engine.route_scope_weight": 0.1,  # at 0 a walk could never end at a scope
 }
 
 
