@@ -348,7 +348,9 @@ def _toml_value(value: Any) -> str:
 # The engine refuses to run once HARNESS.md differs from the hash pinned in the config
 # (memdir.engine.harness); a new store is pinned when it is made (memdir.files.store).
 
-_HARNESS_TABLE = re.compile(r"(?ms)^\[harness\][^\n]*\n(?:(?!^\[).*\n?)*")
+# A source string, not a compiled pattern: ``re`` compiles (and caches) it on first use, and
+# a hook, which imports this module, never pins a harness.
+_HARNESS_TABLE = r"(?ms)^\[harness\][^\n]*\n(?:(?!^\[).*\n?)*"
 
 
 def harness_digest(text: str) -> str:
@@ -384,8 +386,8 @@ def pin(root: Path, **digests: str) -> None:
     values = {k: v for k, v in (current or {}).items() if isinstance(v, str) and v}
     values.update(digests)
     table = "[harness]\n" + "".join(f'{k} = "{v}"\n' for k, v in values.items())
-    if _HARNESS_TABLE.search(text):
-        text = _HARNESS_TABLE.sub(lambda _m: table, text, count=1)
+    if re.search(_HARNESS_TABLE, text):
+        text = re.sub(_HARNESS_TABLE, lambda _m: table, text, count=1)
     else:
         text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + table
     path.parent.mkdir(parents=True, exist_ok=True)

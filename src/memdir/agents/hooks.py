@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..doc.lazyregex import LazyRegex
 from . import AGENTS, spool
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
 RECORD_EVENTS = ("Stop", "SubagentStop", "SessionEnd", "PreCompact")
 EVENTS = (*CONTEXT_EVENTS, "PostToolUse", *RECORD_EVENTS)
 USER_ENV = "MEMDIR_USER"
-_WORD = re.compile(r"[^\W_][\w'-]*[^\W_]", re.UNICODE)
+_WORD = LazyRegex(r"[^\W_][\w'-]*[^\W_]", re.UNICODE)
 
 
 # What a hook reads of stdin at most: an event is small; a runaway pipe is not an event.

@@ -21,19 +21,20 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..doc.lazyregex import LazyRegex
+
 HOOKS_DIR = "hooks"
 HOOKS_LOG = "hooks.log"
 STATE = "state.json"
 LOG_LIMIT = 1 << 20  # bytes; past it the log is moved to hooks.log.1
 LOCK_WAIT = 20.0  # seconds; Claude Code's hooks time out after 60 s by default
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_SAFE = LazyRegex(r"[^A-Za-z0-9._-]")
 
 
 def session_dir(root: Path, agent: str, session: str) -> Path:

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import struct
 import tempfile
 import unicodedata
 import zlib
 from functools import lru_cache
 from pathlib import Path
+
+from .lazyregex import LazyRegex
 
 FORMAT = b"memdir-cl100k-table-1\n"
 _HEAD = struct.Struct("<32s32sIII")  # source sha256, body sha256, tokens, slots, blob bytes
@@ -46,7 +47,7 @@ _WHITE_SPACE = frozenset(
 )
 # cl100k's split pattern over the ASCII stand-ins: letters [A-Za-z], numbers [0-9], white
 # space _WS; "\Z" is the Rust engine's "$" (end of text only).
-_SPLIT = re.compile(
+_SPLIT = LazyRegex(
     r"'(?i:[sdmt]|ll|ve|re)"
     r"|[^\r\nA-Za-z0-9]?+[A-Za-z]++"
     r"|[0-9]{1,3}+"

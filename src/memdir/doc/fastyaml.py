@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .lazyregex import LazyRegex
 from .scalars import (
     MERGE,
     resolve_plain,
@@ -19,9 +20,9 @@ from .scalars import (
 # Typing is the same function either way; tests/test_frontmatter_fast.py checks the two paths
 # agree on generated blocks.
 
-_FAST_KEY_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,127}):(?: +(.*))?\Z")
-_FAST_DQ_RE = re.compile(r'"([^"\\]*)"\Z')
-_FAST_SQ_RE = re.compile(r"'([^']*)'\Z")
+_FAST_KEY_RE = LazyRegex(r"([A-Za-z_][A-Za-z0-9_.-]{0,127}):(?: +(.*))?\Z")
+_FAST_DQ_RE = LazyRegex(r'"([^"\\]*)"\Z')
+_FAST_SQ_RE = LazyRegex(r"'([^']*)'\Z")
 # Anything PyYAML's reader refuses or treats as a line break, plus tab, CR and BOM.
 _FAST_BAD = "[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 _FAST_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
@@ -63,7 +64,7 @@ def _fast_pair(line: str) -> tuple[str, Any] | None:
     return None if value is _FAIL else (key, value)
 
 
-_FAST_FLOW_ITEM_RE = re.compile(r' *"([^"\\,\[\]{}]*)" *\Z')
+_FAST_FLOW_ITEM_RE = LazyRegex(r' *"([^"\\,\[\]{}]*)" *\Z')
 
 
 def _fast_flow_strings(text: str) -> list[str] | None:

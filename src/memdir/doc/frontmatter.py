@@ -32,6 +32,7 @@ from typing import Any
 from memdir.errors import InvalidDocument
 
 from .fastyaml import fast_load
+from .lazyregex import LazyRegex
 from .scalars import (
     STR,
     json_value,
@@ -42,7 +43,7 @@ from .scalars import (
 __all__ = ["Parsed", "edit", "json_value", "load_strict", "parse", "plain_type", "render"]
 
 
-_CLOSE_RE = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+_CLOSE_RE = LazyRegex(r"^---[ \t]*\r?$", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -204,8 +205,8 @@ def _rt_classes() -> tuple[type, type, type]:
 
 _RT: tuple[type, type, type] | None = None
 
-_SEQ_INDENT_RE = re.compile(r"^( *)[^\s#-][^\n]*:[ \t]*\r?\n(?:[ \t]*\r?\n)*( *)- ", re.MULTILINE)
-_MAP_INDENT_RE = re.compile(
+_SEQ_INDENT_RE = LazyRegex(r"^( *)[^\s#-][^\n]*:[ \t]*\r?\n(?:[ \t]*\r?\n)*( *)- ", re.MULTILINE)
+_MAP_INDENT_RE = LazyRegex(
     r"^( *)[^\s#-][^\n]*:[ \t]*\r?\n(?:[ \t]*\r?\n)*( +)[^\s#-]", re.MULTILINE
 )
 

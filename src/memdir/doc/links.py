@@ -26,6 +26,8 @@ from pathlib import PurePath
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
+from .lazyregex import LazyRegex
+
 __all__ = ["Link", "Section", "extract", "section", "sections", "title_of"]
 
 
@@ -55,11 +57,11 @@ class Section:
     text: str
 
 
-_INDENTED_RE = re.compile(r"^(?: {4}|[ ]{0,3}\t)", re.MULTILINE)
-_LIST_ITEM_RE = re.compile(r" {0,3}(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]|$)")
-_PARA_BREAK_RE = re.compile(r"\n[ \t]*(?:\n|\Z)")
-_ESCAPE_RE = re.compile(r"\\[\[\]!\\()`]")
-_LINK_RE = re.compile(
+_INDENTED_RE = LazyRegex(r"^(?: {4}|[ ]{0,3}\t)", re.MULTILINE)
+_LIST_ITEM_RE = LazyRegex(r" {0,3}(?:[-+*]|[0-9]{1,9}[.)])(?:[ \t]|$)")
+_PARA_BREAK_RE = LazyRegex(r"\n[ \t]*(?:\n|\Z)")
+_ESCAPE_RE = LazyRegex(r"\\[\[\]!\\()`]")
+_LINK_RE = LazyRegex(
     r"""
     \[(?:
         \[
@@ -77,9 +79,9 @@ _LINK_RE = re.compile(
     """,
     re.VERBOSE,
 )
-_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+_SCHEME_RE = LazyRegex(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _SKIP_SCHEMES = ("mailto:", "tel:")
-_HEADING_RE = re.compile(r" {0,3}(#{1,6})(?:[ \t]+([^\n]*?))?(?:[ \t]+#+)?[ \t]*\r?\Z")
+_HEADING_RE = LazyRegex(r" {0,3}(#{1,6})(?:[ \t]+([^\n]*?))?(?:[ \t]+#+)?[ \t]*\r?\Z")
 
 
 def _fence_line(body: str, fence: str, pos: int) -> tuple[int, int, int] | None:

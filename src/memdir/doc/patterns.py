@@ -23,22 +23,22 @@ is never less than what the engine reads.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..errors import InvalidQuery
+from .lazyregex import LazyRegex
 
 MAX_PATTERN_CHARS = 2000
 # Atoms after every count is multiplied out: at this limit (?:ab){10000} and a{20000} grew
 # the peak RSS of one grep by 3 and 5 MB (a{1000000}: 261 MB).
 MAX_WEIGHT = 20_000
 
-_CALL = re.compile(r"\(\?(?:R\)|[-+]?\d+\)|&|P>)")
-_FLAGS = re.compile(r"\(\?\^?([a-zA-Z0-9-]*)[:)]")
-_HEAD = re.compile(r"\(\?(?:P?<\w+>|'\w+'|<[=!]|[:=!>|])")
-_BRACES = re.compile(r"\{([^{}]*)\}")
-_FUZZY = re.compile(r"^[\s0-9eids<=>+*,\-]*[eids][\s0-9eids<=>+*,\-]*$")
-_COUNT = re.compile(r"^\s*(\d*)\s*(?:,\s*(\d*)\s*)?$")
+_CALL = LazyRegex(r"\(\?(?:R\)|[-+]?\d+\)|&|P>)")
+_FLAGS = LazyRegex(r"\(\?\^?([a-zA-Z0-9-]*)[:)]")
+_HEAD = LazyRegex(r"\(\?(?:P?<\w+>|'\w+'|<[=!]|[:=!>|])")
+_BRACES = LazyRegex(r"\{([^{}]*)\}")
+_FUZZY = LazyRegex(r"^[\s0-9eids<=>+*,\-]*[eids][\s0-9eids<=>+*,\-]*$")
+_COUNT = LazyRegex(r"^\s*(\d*)\s*(?:,\s*(\d*)\s*)?$")
 # Escapes that take a braced argument: \p{Letter}, \N{name}, \x{263a}.
 _BRACED_ESCAPE = frozenset("pPNxX")
 

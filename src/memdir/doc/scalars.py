@@ -7,6 +7,8 @@ import math
 import re
 from typing import Any
 
+from .lazyregex import LazyRegex
+
 STR = "tag:yaml.org,2002:str"
 INT = "tag:yaml.org,2002:int"
 FLOAT = "tag:yaml.org,2002:float"
@@ -33,22 +35,22 @@ for _words, _tag, _value in (
         _MAP[_w] = (_tag, _value)
 
 _NUMERIC_START = frozenset("+-0123456789")
-_DOT_FLOAT_RE = re.compile(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?\Z")
-_FLOAT_RE = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
-_INT_RE = re.compile(
+_DOT_FLOAT_RE = LazyRegex(r"\.[0-9]+(?:[eE][-+]?[0-9]+)?\Z")
+_FLOAT_RE = LazyRegex(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?\Z")
+_INT_RE = LazyRegex(
     r"([-+]?)(?:0[bB]([01]+)|0[oO]([0-7]+)|0[xX]([0-9a-fA-F]+)|0([0-7]+)|([0-9]+))\Z"
 )
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _UINT64_MAX = 2**64 - 1
 # PyYAML's own timestamp pattern; used on write only, so that date-like strings are quoted.
-_TIMESTAMP_RE = re.compile(
+_TIMESTAMP_RE = LazyRegex(
     r"""[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?
     (?:(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?
     (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)?\Z""",
     re.VERBOSE,
 )
-_SEXAGESIMAL_RE = re.compile(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?\Z")
+_SEXAGESIMAL_RE = LazyRegex(r"[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?\Z")
 
 
 def _parse_int(plain: str) -> int | None:

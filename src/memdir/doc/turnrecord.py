@@ -29,6 +29,7 @@ from typing import Any
 from ..errors import InvalidDocument, InvalidInput, MemdirError
 from . import frontmatter, links, paths
 from .ids import id_time_ms
+from .lazyregex import LazyRegex
 from .text import bad_char, unicode_text
 
 TURNS_DIR = "episodes/turns"
@@ -38,9 +39,9 @@ MAX_NAME_CHARS = 200
 MAX_KEYWORDS = 50
 MAX_PARENTS = 100
 
-_ID_RE = re.compile(r"^[0-9abcdefghjkmnpqrstvwxyz]{26}$")
-_HEADING_RE = re.compile(r"^ {0,3}#{1,2}(?:[ \t]|$)", re.MULTILINE)
-_BACKTICKS_RE = re.compile(r"`+")
+_ID_RE = LazyRegex(r"^[0-9abcdefghjkmnpqrstvwxyz]{26}$")
+_HEADING_RE = LazyRegex(r"^ {0,3}#{1,2}(?:[ \t]|$)", re.MULTILINE)
+_BACKTICKS_RE = LazyRegex(r"`+")
 _INPUT_HEAD = "## Input\n\n"
 _COMPACT_SEP = "\n\n## Compact\n\n"
 _OUTPUT_SEP = "\n\n## Output\n\n"

@@ -6,9 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
+from .. import lazy
 from ..kiwi import gojson
-from ..kiwi import report as coverage
+
+if TYPE_CHECKING:
+    from ..kiwi import report as coverage
+else:  # the report's module costs a hook ~15 ms; loaded when a file's facts are first read
+    coverage = lazy.module("memdir.kiwi.report")
 
 
 @dataclass

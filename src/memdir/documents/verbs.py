@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .. import lazy
 from ..doc import links, paths, patterns, provenance
 from ..doc.text import one_line
 from ..doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
@@ -24,11 +25,15 @@ from ..errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFoun
 from ..files.store import Store, WriteResult, content_hash
 from ..index import Difference, Index, SyncStats, listing, watch
 from ..index.search import Filters, Hit, bm25
-from ..kiwi import report as coverage
 from ..settings import Settings
 from . import grep as grepping
 from .grep import around, grep_line
 from .reportcache import ReportEntry, ReportText
+
+if TYPE_CHECKING:
+    from ..kiwi import report as coverage
+else:  # the report's module costs a hook ~15 ms; loaded when a file's facts are first read
+    coverage = lazy.module("memdir.kiwi.report")
 
 if TYPE_CHECKING:
     pass

@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 
+from ..doc.lazyregex import LazyRegex
+
 STOPWORDS = frozenset(
     """a about above after again against all also am an and any are as at be because been before
     being below between both but by can could did do does doing down during each even ever few
@@ -19,11 +21,9 @@ STOPWORDS = frozenset(
     etc e.g i.e""".split()
 )
 
-_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*[a-z0-9]|[a-z0-9]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
-_MARKUP = re.compile(
-    r"`+|\*\*|__|\[\[|\]\]|\[\^[^\]]*\]|!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)"
-)
+_WORD = LazyRegex(r"[a-z0-9][a-z0-9'-]*[a-z0-9]|[a-z0-9]")
+_SENTENCE_END = LazyRegex(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])")
+_MARKUP = LazyRegex(r"`+|\*\*|__|\[\[|\]\]|\[\^[^\]]*\]|!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)")
 
 
 def stem(word: str) -> str:

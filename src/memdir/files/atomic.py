@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -14,13 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
+from ..doc.lazyregex import LazyRegex
 from ..errors import Conflict
 
 log = logging.getLogger("memdir.store")  # the store's own log, as before
 
 TEMP_NAME_BYTES = 40  # of the target's name kept in its temp file's name
 TEMP_SUFFIX = ".tmp"
-_TEMP_OWNER = re.compile(r"^\..*\.(\d+)-[^.]+\.tmp$")
+_TEMP_OWNER = LazyRegex(r"^\..*\.(\d+)-[^.]+\.tmp$")
 
 
 def fsync_dir(directory: Path) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import subprocess
 import time
 from contextlib import suppress
 from pathlib import Path
 
+from ..doc.lazyregex import LazyRegex
 from ..errors import GitError
 
 log = logging.getLogger("memdir.git")  # the git log's own logger
@@ -21,11 +21,11 @@ STALE_LOCK_SECONDS = 2.0  # git holds index.lock open while it works; a closed o
 MAX_MESSAGE_CHARS = 4096  # one write's message
 MAX_COMMIT_MESSAGE_CHARS = 16384  # a whole commit message (a batch lists its writes' messages)
 MAX_NAME_CHARS = 200
-_SAFE_NAME = re.compile(r"[^A-Za-z0-9._+-]+")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_MESSAGE_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but newline
-_NAME_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f<>]")
-_SPACES = re.compile(r"\s+")
+_SAFE_NAME = LazyRegex(r"[^A-Za-z0-9._+-]+")
+_SURROGATES = LazyRegex("[\ud800-\udfff]")
+_MESSAGE_CONTROLS = LazyRegex(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but newline
+_NAME_CONTROLS = LazyRegex(r"[\x00-\x1f\x7f-\x9f<>]")
+_SPACES = LazyRegex(r"\s+")
 _CRUD = frozenset(" .,:;<>\"\\'")  # what git strips from the ends of a name (ident.c)
 
 

@@ -24,7 +24,6 @@ from ..doc.paths import inside
 from ..doc.turnrecord import TURN_TYPE
 from ..errors import IndexBusy
 from ..files import locks
-from ..kiwi.report import FileFacts
 from . import db, postings
 from .db import connect
 from .documents import DocRow, analyze
@@ -340,6 +339,9 @@ class Index:
             found = conn.execute("SELECT facts FROM docs WHERE path = ?", (rel,)).fetchone()
             if found is None:
                 continue
+            # Imported here: the report's module costs a hook ~15 ms and only a touch needs it.
+            from ..kiwi.report import FileFacts
+
             facts = replace(FileFacts.from_json(found[0]), mtime=mtime_ns / 1e9)
             conn.execute(
                 "UPDATE docs SET mtime_ns = ?, size = ?, facts = ? WHERE path = ?",

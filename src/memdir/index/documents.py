@@ -5,11 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .. import lazy
 from ..doc import frontmatter, links, paths
 from ..doc.turnrecord import without_no_tools_note
-from ..kiwi import report as coverage
+
+if TYPE_CHECKING:
+    from ..kiwi import report as coverage
+else:  # the report's module costs a hook ~15 ms; loaded when a file's facts are first read
+    coverage = lazy.module("memdir.kiwi.report")
 
 HIDDEN_STATUSES = frozenset({"superseded", "forgotten"})
 LINK_LIST_KEYS = ("related", "contradicts", "supersedes")

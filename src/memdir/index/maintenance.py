@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from ..doc.lazyregex import LazyRegex
 from . import postings
 
 # The meta counters caches key on; a rebuild keeps them and moves them on.
@@ -28,8 +29,8 @@ _KEPT_META = (*COUNTERS, "vectors_model", "passages_version")
 
 # The storage of an FTS5 table, dropped with it.
 _FTS5_SHADOWS = ("data", "idx", "content", "docsize", "config")
-_VIRTUAL = re.compile(r"\s*CREATE\s+VIRTUAL\s", re.IGNORECASE)
-_USING_FTS5 = re.compile(r"\sUSING\s+fts5\s*\(", re.IGNORECASE)
+_VIRTUAL = LazyRegex(r"\s*CREATE\s+VIRTUAL\s", re.IGNORECASE)
+_USING_FTS5 = LazyRegex(r"\sUSING\s+fts5\s*\(", re.IGNORECASE)
 
 
 def clear(conn: sqlite3.Connection) -> None:

@@ -8,10 +8,11 @@ import sqlite3
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..doc.lazyregex import LazyRegex
 from ..errors import InvalidInput, InvalidQuery
 from . import postings
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = LazyRegex(r"\w+", re.UNICODE)
 # Words so common that they only slow an OR query down; dropped when others remain.
 STOPWORDS = frozenset(
     """a an and are as at be but by did do does for from had has have he her him his how i if
@@ -19,10 +20,10 @@ STOPWORDS = frozenset(
     this to was we were what when where which who whom why will with you your""".split()
 )
 
-_HEADING_MARK = re.compile(r"(?:^|(?<=\s))#{1,6}\s+")
+_HEADING_MARK = LazyRegex(r"(?:^|(?<=\s))#{1,6}\s+")
 # A turn record's section headings, as a snippet of its body shows them (matched words
 # in brackets): read as "input · work: ... → output".
-_TURN_SECTION = re.compile(r"(?:^|(?<=\s))##\s+\[?(Input|Compact|Output)\]?(?=\s|$)")
+_TURN_SECTION = LazyRegex(r"(?:^|(?<=\s))##\s+\[?(Input|Compact|Output)\]?(?=\s|$)")
 _TURN_LABELS = {"input": " ", "compact": " · work: ", "output": " → "}
 _POINTER_COLUMNS = "d.thread, d.user, d.created, d.episode_id"
 

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from ..doc.lazyregex import LazyRegex
+
 # --------------------------------------------------------------------------------------------
 # Go-compatible JSON
 
@@ -51,7 +53,7 @@ _GO_ESCAPES = {
     "\u2028": "\\u2028",
     "\u2029": "\\u2029",
 }
-_GO_ESCAPE_RE = re.compile('["\\\\<>&\u2028\u2029\x00-\x1f\ud800-\udfff]')
+_GO_ESCAPE_RE = LazyRegex('["\\\\<>&\u2028\u2029\x00-\x1f\ud800-\udfff]')
 
 
 def _go_escape_char(m: re.Match[str]) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any, NamedTuple
 
 from memdir.doc import frontmatter
 
+from ..doc.lazyregex import LazyRegex
 from .gojson import dumps_go
 
 __all__ = [
@@ -220,8 +220,8 @@ def _merged_keys(value: Any) -> tuple[tuple[str, ...], int, bool]:
     return tuple(keys), refs, False
 
 
-_DATE_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
-_RFC3339_RE = re.compile(
+_DATE_RE = LazyRegex(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
+_RFC3339_RE = LazyRegex(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
     r"(?:(Z)|([+-])([0-9]{2}):([0-9]{2}))\Z"
 )
