@@ -339,8 +339,7 @@ class Index:
             found = conn.execute("SELECT facts FROM docs WHERE path = ?", (rel,)).fetchone()
             if found is None:
                 continue
-            # Imported here: the report's module costs a hook ~15 ms and only a touch needs it.
-            from ..kiwi.report import FileFacts
+            from ..kiwi.report import FileFacts  # here: ~15 ms of a hook's import otherwise
 
             facts = replace(FileFacts.from_json(found[0]), mtime=mtime_ns / 1e9)
             conn.execute(
