@@ -157,7 +157,7 @@ def test_browse_groups_the_store_and_hides_quarantine(live: Live, store: UIStore
 
 
 def test_browse_opens_a_folder_by_pages(live: Live, store: UIStore) -> None:
-    from memdir.http.ui import model
+    from memdir.http.ui import livetree
 
     client = live.client()
     page = client.get("/browse", params={"prefix": "wiki/kitchen/"}).text
@@ -166,11 +166,11 @@ def test_browse_opens_a_folder_by_pages(live: Live, store: UIStore) -> None:
         r.path for r in uirows.visible(live.mem.index.conn) if r.path.startswith("wiki/kitchen/")
     ]
     assert listed == visible and "wiki/kitchen/notes/rye.md" in listed
-    for i in range(model.INLINE_GROUP + 1):  # a group too large to list inline
+    for i in range(livetree.INLINE_GROUP + 1):  # a group too large to list inline
         (store.root / "wiki" / "kitchen" / "big" / f"p{i:03d}.md").parent.mkdir(exist_ok=True)
         (store.root / "wiki" / "kitchen" / "big" / f"p{i:03d}.md").write_text(f"# P{i}\n")
     tree = client.get("/browse").text
-    assert f"Open all {model.INLINE_GROUP + 1} under wiki/kitchen/big/" in tree
+    assert f"Open all {livetree.INLINE_GROUP + 1} under wiki/kitchen/big/" in tree
     assert "/doc/wiki/kitchen/big/p000.md" not in tree
     first = client.get("/browse", params={"prefix": "wiki/kitchen/big/", "offset": "0"}).text
     assert "/doc/wiki/kitchen/big/p000.md" in first

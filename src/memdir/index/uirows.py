@@ -17,7 +17,7 @@ provenance)."""
 
 def edges(conn: sqlite3.Connection, prefix: str = "") -> list[tuple[str, str, str]]:
     """``(source path, kind, target)`` of every graph link of a visible document under
-    ``prefix`` (not forgotten, outside ``quarantine/`` and ``inbox/``)."""
+    ``prefix`` (not forgotten, outside the hidden zones: ``quarantine/``, ``conflicts/``)."""
     marks = ", ".join("?" for _ in GRAPH_KINDS)
     sql = (
         "SELECT d.path, l.kind, l.target FROM links l JOIN docs d ON d.id = l.src "
@@ -43,8 +43,8 @@ class DocRow(NamedTuple):
 
 
 def visible(conn: sqlite3.Connection, prefix: str = "") -> list[DocRow]:
-    """Every visible document under ``prefix`` (not forgotten, outside ``quarantine/`` and
-    ``inbox/``), in walk order."""
+    """Every visible document under ``prefix`` (not forgotten, outside the hidden zones),
+    in walk order."""
     sql = (
         "SELECT path, title, coalesce(type, ''), coalesce(thread, ''), coalesce(user, ''), "
         "coalesce(created, '') FROM docs WHERE hidden = 0 AND zone = 0"
@@ -194,14 +194,15 @@ def facts_keyed(
     return [(int(a), bytes(b), str(c)) for a, b, c in rows]
 
 
-def _under(prefix: str) -> tuple[str, list[str]]:
-    """A condition on ``d.path`` for "under ``prefix``" that the path index can answer."""
+def _under(prefix: str, column: str = "d.path") -> tuple[str, list[str]]:
+    """A condition on ``column`` for "under ``prefix``" that the path index can answer
+    (``+d.path``: the same condition, the index kept out of it)."""
     if not prefix:
         return "1 = 1", []
     last = prefix[-1]
     if ord(last) >= 0x10FFFF or 0xD7FF <= ord(last) < 0xE000:
-        return "substr(d.path, 1, ?) = ?", [str(len(prefix)), prefix]
-    return "d.path >= ? AND d.path < ?", [prefix, prefix[:-1] + chr(ord(last) + 1)]
+        return f"substr({column}, 1, ?) = ?", [str(len(prefix)), prefix]
+    return f"{column} >= ? AND {column} < ?", [prefix, prefix[:-1] + chr(ord(last) + 1)]
 
 
 def home_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, int]:
@@ -250,4 +251,48 @@ def latest_turns(conn: sqlite3.Connection, prefix: str = "", limit: int = 10) ->
     cur = conn.cursor()
     cur.row_factory = None
     rows = cur.execute(sql, [*params, *turns_params, limit]).fetchall()
+    return [DocRow(*(str(v) for v in row)) for row in rows]
+
+
+SORT_LIMIT = 2000
+_ROW = (
+    "d.path, d.title, coalesce(d.type, ''), coalesce(d.thread, ''), coalesce(d.user, ''), "
+    "coalesce(d.created, '')"
+)
+
+
+def under(
+    conn: sqlite3.Connection, prefix: str, offset: int, limit: int
+) -> tuple[int, list[DocRow]]:
+    """How many visible documents lie under ``prefix``, and ``limit`` of them from
+    ``offset`` in walk order: counted by the path index's range, not by a scan of every row.
+    A few thousand are read by that range and sorted; more, along the walk index (sorting
+    60,000 rows costs more than stepping over the rows outside the prefix)."""
+    where, params = _under(prefix)
+    visible = "d.hidden = 0 AND d.zone = 0 AND "
+    sql = f"SELECT count(*) FROM docs d WHERE {visible}{where}"
+    count = int(conn.execute(sql, params).fetchone()[0])
+    if count > SORT_LIMIT:
+        where, params = _under(prefix, "+d.path")
+    cur = conn.cursor()
+    cur.row_factory = None
+    rows = cur.execute(
+        f"SELECT {_ROW} FROM docs d WHERE {visible}{where} ORDER BY d.walk_key LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    ).fetchall()
+    return count, [DocRow(*(str(v) for v in row)) for row in rows]
+
+
+def turn_rows(conn: sqlite3.Connection, prefix: str = "") -> list[DocRow]:
+    """Every visible turn record under ``prefix`` and ``episodes/turns/`` (by the type
+    index: a few hundred rows, not every document)."""
+    where, params = _under(prefix)
+    turns_at, turns_params = _under("episodes/turns/")
+    cur = conn.cursor()
+    cur.row_factory = None
+    rows = cur.execute(
+        f"SELECT {_ROW} FROM docs d WHERE d.type = 'turn' AND d.hidden = 0 AND d.zone = 0 "
+        f"AND {where} AND {turns_at}",
+        [*params, *turns_params],
+    ).fetchall()
     return [DocRow(*(str(v) for v in row)) for row in rows]

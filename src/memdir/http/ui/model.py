@@ -24,15 +24,12 @@ from ...index import uirows
 from ...service import Memory
 from .linkgraph import LinkGraph, build_graph
 from .livereport import LiveReport, Summary
+from .livetree import INBOX, PAGE, LiveTree
 from .render import DagItem, Point
 
 TURNS = "episodes/turns/"
-INLINE_GROUP = 60  # a browse group lists its documents inline up to this many
-INLINE_TOTAL = 1500  # and the page up to this many in all; larger groups open on their own
-PAGE = 500
 UPDATE_LIMIT = 5000  # more documents changed at once than this: the graph is rebuilt whole
 FULL_TURNS = 50  # a thread page shows this many newest turns whole, the rest as links
-INBOX = "inbox/"
 QUARANTINE = "quarantine/"
 
 
@@ -48,6 +45,8 @@ class Views:
         self.updates = 0
         self.report_builds = 0  # the same of the live report
         self.report_updates = 0
+        self.tree_builds = 0  # and of the live tree
+        self.tree_updates = 0
         self._memo: dict[tuple[Any, ...], tuple[int, Any]] = {}
         self._release_lock = threading.Lock()
 
@@ -96,6 +95,24 @@ class Views:
         found: Summary = self.cached("report", LOCAL, summary)
         return found
 
+    def live_tree(self, read: Callable[[LiveTree], Any]) -> Any:
+        """``read(tree)`` of the whole store's tree (browse) and counts (home), brought
+        forward like the graph; ``read`` runs under the lock (the tree changes in place)."""
+
+        def build(conn: Any) -> LiveTree:
+            self.tree_builds += 1
+            tree = LiveTree()
+            tree.apply((), uirows.visible_keyed(conn))
+            return tree
+
+        def update(tree: LiveTree, ids: list[int], conn: Any) -> LiveTree:
+            self.tree_updates += 1
+            tree.apply(ids, uirows.visible_keyed(conn, ids))
+            return tree
+
+        with self._lock:
+            return read(self._follow("tree", build, update))
+
     def _follow(
         self,
         name: str,
@@ -139,6 +156,14 @@ class Views:
             return rows
         leaks = self.leaks(principal)
         return [r for r in rows if self.shown(principal, r.path, leaks)]
+
+    def turns(self, principal: Principal) -> dict[str, str]:
+        """Path and title of every turn record the caller sees (what the live stream
+        compares each second): the turn rows of the index, not a loop over every row."""
+        self.mem.sync()
+        leaks = self.leaks(principal)
+        rows = uirows.turn_rows(self.mem.index.conn, principal.prefix or "")
+        return {r.path: r.title for r in rows if self.shown(principal, r.path, leaks)}
 
     def cached(self, name: str, principal: Principal, build: Callable[[], Any]) -> Any:
         """``build()``, kept while the index generation stays the same (per prefix: what a
@@ -191,9 +216,12 @@ class Views:
                 ),
             }
             latest = sorted(turns, key=lambda r: r.created, reverse=True)[:10]
-        else:  # the index counts (a few milliseconds at 100k documents, after any write)
-            found = dict(uirows.home_counts(conn, principal.prefix or ""))
-            latest = uirows.latest_turns(conn, principal.prefix or "")
+        elif principal.prefix:  # the index counts the prefix's range
+            found = dict(uirows.home_counts(conn, principal.prefix))
+            latest = uirows.latest_turns(conn, principal.prefix)
+        else:  # the live tree's counts, brought forward by the documents a write changed
+            found = dict(self.live_tree(LiveTree.counts))
+            latest = uirows.latest_turns(conn)
         counts: dict[str, int | None] = {**found, "inbox": None, "quarantine": None}
         out: dict[str, Any] = {"counts": counts, "whole": not principal.prefix}
         out["latest"] = latest
@@ -208,80 +236,42 @@ class Views:
     # -- browse ------------------------------------------------------------------------
 
     def tree(self, principal: Principal) -> dict[str, Any]:
-        return dict(self.cached("tree", principal, lambda: self._tree(principal)))
-
-    def _tree(self, principal: Principal) -> dict[str, Any]:
         """The store grouped as a person looks for it: turns by day, episodes, wiki bundles
-        and topics, the rest; the inbox (raw sources) for whole-store callers. Small groups
-        list their documents; a large one links to its own page (:meth:`folder`)."""
-        rows = self.rows(principal)
-        days: dict[str, list[Any]] = {}
-        episodes: dict[str, list[Any]] = {}
-        wiki: dict[str, dict[str, list[Any]]] = {}
-        other: list[Any] = []
-        for r in rows:
-            parts = r.path.split("/")
-            if r.path.startswith(TURNS) and len(parts) >= 6:
-                days.setdefault("-".join(parts[2:5]), []).append(r)
-            elif parts[0] == "episodes" and len(parts) > 2:
-                episodes.setdefault(parts[1], []).append(r)
-            elif parts[0] == "wiki" and len(parts) > 2:
-                topic = parts[2] if len(parts) > 3 else ""
-                wiki.setdefault(parts[1], {}).setdefault(topic, []).append(r)
-            else:
-                other.append(r)
-        budget = [INLINE_TOTAL]
+        and topics, the inbox (raw sources), the rest. Small groups list their documents; a
+        large one links to its own page (:meth:`folder`)."""
+        inbox = not principal.prefix or INBOX.startswith(principal.prefix)
+        if not principal.prefix:
+            found: dict[str, Any] = self.live_tree(lambda tree: tree.view(inbox))
+            return found
+        return dict(self.cached("tree", principal, lambda: self._tree(principal, inbox)))
 
-        def group(label: str, prefix: str, items: list[Any]) -> dict[str, Any]:
-            inline = len(items) <= INLINE_GROUP and len(items) <= budget[0]
-            if inline:
-                budget[0] -= len(items)
-            return {
-                "label": label,
-                "prefix": prefix,
-                "count": len(items),
-                "rows": items if inline else None,
-            }
-
-        out: dict[str, Any] = {
-            "days": [
-                group(day, TURNS + day.replace("-", "/") + "/", items)
-                for day, items in sorted(days.items(), reverse=True)
-            ],
-            "episodes": [group(k, f"episodes/{k}/", v) for k, v in sorted(episodes.items())],
-            "wiki": [
-                (
-                    bundle,
-                    [
-                        group(t or "(bundle)", f"wiki/{bundle}/{t}/" if t else f"wiki/{bundle}/", v)
-                        for t, v in sorted(topics.items())
-                    ],
-                )
-                for bundle, topics in sorted(wiki.items())
-            ],
-            "other": other[:PAGE],
-            "other_count": len(other),
-            "inbox": None,
-        }
-        if not principal.prefix or INBOX.startswith(principal.prefix):
-            inbox = self.mem.ls(INBOX)
-            out["inbox"] = group("Inbox", INBOX, inbox)
-        return out
+    def _tree(self, principal: Principal, inbox: bool) -> dict[str, Any]:
+        """The tree of what a prefix token sees, grouped from its rows."""
+        graph = self.graph()
+        leaks = self.leaks(principal)
+        tree = LiveTree()
+        tree.apply(
+            (),
+            (
+                uirows.KeyedRow(i, key, row)
+                for i, (key, row) in enumerate(zip(graph.keys, graph.rows, strict=True))
+                if self.shown(principal, row.path, leaks)
+            ),
+        )
+        return tree.view(inbox)
 
     def folder(self, principal: Principal, prefix: str, offset: int) -> dict[str, Any]:
-        """One page of the documents under ``prefix`` (the inbox's raw sources included)."""
+        """One page of the documents under ``prefix`` (the inbox's raw sources included):
+        read by the index's path range, or from the caller's rows when a symlink leads out
+        of its prefix."""
         asked = principal.confine(prefix) or ""
-        if asked.startswith(INBOX):
-            rows: list[Any] = list(self.mem.ls(asked))
-        else:
+        if self.leaks(principal):
             rows = [r for r in self.rows(principal) if r.path.startswith(asked)]
-        return {
-            "prefix": asked,
-            "count": len(rows),
-            "offset": offset,
-            "rows": rows[offset : offset + PAGE],
-            "page": PAGE,
-        }
+            count, shown = len(rows), rows[offset : offset + PAGE]
+        else:
+            self.mem.sync()
+            count, shown = uirows.under(self.mem.index.conn, asked, offset, PAGE)
+        return {"prefix": asked, "count": count, "offset": offset, "rows": shown, "page": PAGE}
 
     # -- document ----------------------------------------------------------------------
 

@@ -390,8 +390,8 @@ async def events(request: Request) -> Response:
     views = _views(request)
     interval = _interval(request.query_params.get("interval", ""))
 
-    def snapshot() -> tuple[set[str], int]:
-        turns = {r.path for r in views.rows(principal) if r.type == "turn"}
+    def snapshot() -> tuple[dict[str, str], int]:
+        turns = views.turns(principal)
         runs_file = views.root / ".memdir" / "runs.tsv"
         size = runs_file.stat().st_size if runs_file.is_file() and not principal.prefix else 0
         return turns, size
@@ -404,8 +404,8 @@ async def events(request: Request) -> Response:
                 return
             await asyncio.sleep(interval)
             now, new_size = await anyio.to_thread.run_sync(snapshot)
-            for path in sorted(now - seen):
-                title = views.graph().titles.get(path, path)
+            for path in sorted(now.keys() - seen.keys()):
+                title = now[path]
                 ident = posixpath.basename(path).removesuffix(".md")
                 yield {
                     "event": "turn",
