@@ -12,11 +12,16 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from helpers import create_token
-from http_server import Live, live_server
+from http_server import Live, live_server, serving
+from memdir.files.catalogue import Catalogue
+from memdir.http.stores import StoreRouter
+from memdir.service import Memory
+from test_ui_stores import opener
 from uistore import OFFLINE, UIStore, build
 
 sync_api = pytest.importorskip(
@@ -231,3 +236,50 @@ def test_a_prefix_token_signs_in_and_stays_inside(browser: Any, tmp_path: Path) 
         answer = tab.goto(f"/turn/{store.turns[0]}")
         assert answer is not None and answer.status == 403
         context.close()
+
+
+def test_a_store_of_many_works_below_its_root(browser: Any, tmp_path: Path) -> None:
+    """``memdir serve --store NAME=PATH``: the picker leads to a store's UI, and every
+    request its pages, forms and scripts make (search, the graph's data, work logs, the
+    live stream, a click in the graph) stays below ``/stores/NAME/``."""
+    roots = {name: build(tmp_path / name).root for name in ("alpha", "beta")}
+    with serving(StoreRouter(Catalogue(roots), opener)) as (url, _):
+        context = browser.new_context(base_url=url)
+        tab = context.new_page()
+        tab.set_default_timeout(TIMEOUT_MS)
+        asked: list[str] = []
+        problems: list[str] = []
+        tab.on("request", lambda r: asked.append(urlsplit(r.url).path))
+        tab.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        tab.on("pageerror", lambda e: problems.append(str(e)))
+        tab.goto("/")
+        tab.get_by_role("link", name="alpha").click()
+        tab.wait_for_url("**/stores/alpha/")
+        assert tab.locator("main h1").first.inner_text().startswith("Memory")
+        tab.goto("/stores/alpha/search")
+        tab.get_by_label("Query").fill("open crumb")
+        tab.get_by_label("Mode").select_option("bm25")
+        tab.get_by_label("Query").press("Enter")
+        tab.wait_for_url("**/stores/alpha/search?q=open+crumb*")
+        tab.locator("#results .hit a.open").first.click()
+        tab.wait_for_url("**/stores/alpha/doc/wiki/kitchen/notes/crumb.md")
+        tab.goto("/stores/alpha/thread/t1")
+        tab.locator("#timeline > li").nth(0).locator("details.worklog summary").click()
+        tab.wait_for_selector("#timeline details.worklog pre:has-text('grep')")
+        tab.goto("/stores/alpha/graph")
+        tab.wait_for_selector("#graph[data-first-render]")
+        tab.get_by_label("Find", exact=True).fill("rye")
+        tab.get_by_label("Find", exact=True).press("Enter")
+        tab.wait_for_url("**/stores/alpha/doc/wiki/kitchen/notes/rye.md")
+        tab.goto("/stores/alpha/live")
+        tab.wait_for_selector("#live-status:has-text('connected')")
+        with Memory.open(roots["alpha"], overrides=OFFLINE) as mem:
+            record = mem.record_turn(thread="many", input="seen below the root?", output="yes")
+        tab.wait_for_selector(f'#live a[href="/stores/alpha/turn/{record.id}"]')
+        tab.locator(f'#live a[href="/stores/alpha/turn/{record.id}"]').click()
+        tab.wait_for_url(f"**/stores/alpha/turn/{record.id}")
+        context.close()
+    outside = [p for p in asked if p != "/" and not p.startswith("/stores/alpha/")]
+    assert outside == [] and "/stores/alpha/graph.json" in asked
+    assert any(p.startswith("/stores/alpha/events") for p in asked)
+    assert problems == []
