@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -306,3 +307,34 @@ def test_the_home_counts_equal_the_rows_counted_one_by_one(mem: Memory, prefix: 
         assert want_counts["turns"] > 10 and want_counts["articles"] > 0  # not a vacuous check
         on_disk = len(list((mem.root / "episodes").rglob("*.md")))  # forgotten ones too
         assert uirows.zone_count(conn, "episodes/") == on_disk
+
+
+def test_the_graph_json_kept_between_writes_follows_each_write(mem: Memory) -> None:
+    """The encoded graph is kept while the index generation holds; a write, a forget or a
+    hand edit makes it again, equal to the graph of the store as it now is, per caller."""
+    import json
+
+    from memdir.access import LOCAL
+
+    views = Views(mem)
+    rng = random.Random(7)
+
+    def edges_of(data: dict[str, Any]) -> set[tuple[str, str]]:
+        paths = [n["path"] for n in data["nodes"]]
+        return {(paths[a], paths[b]) for a, b in data["edges"]}
+
+    for _ in range(25):
+        step(mem, rng)
+        got = json.loads(views.graph_json(LOCAL))
+        again = views.graph_json(LOCAL)
+        assert again is views.graph_json(LOCAL)  # kept while nothing changed
+        graph = whole(mem)
+        wiki = sorted(p for p in graph.titles if p.startswith("wiki/"))
+        assert sorted(n["path"] for n in got["nodes"]) == wiki
+        want = {(s, d) for s, d, _ in graph.edges if s in wiki and d in wiki}
+        assert edges_of(got) == want
+        one = json.loads(views.graph_json(LOCAL, "a"))
+        assert all(n["path"].startswith("wiki/a/") for n in one["nodes"])
+        assert sorted(n["path"] for n in one["nodes"]) == [
+            p for p in wiki if p.startswith("wiki/a/")
+        ]

@@ -20,7 +20,7 @@ import anyio.to_thread
 from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
 from markupsafe import Markup
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ... import __version__
@@ -364,14 +364,14 @@ async def release(request: Request) -> Response:
 
 
 def graph_page(request: Request) -> Response:
-    data = _views(request).graph_data(_principal(request))
-    return _page(request, "graph.html", bundles=data["bundles"], size=len(data["nodes"]))
+    bundles, size = _views(request).graph_summary(_principal(request))
+    return _page(request, "graph.html", bundles=bundles, size=size)
 
 
 def graph_json(request: Request) -> Response:
     bundle = request.query_params.get("bundle", "")
-    data = _views(request).graph_data(_principal(request), bundle)
-    return JSONResponse(data, headers=HEADERS)
+    body = _views(request).graph_json(_principal(request), bundle)
+    return Response(body, media_type="application/json", headers=HEADERS)
 
 
 def live(request: Request) -> Response:
