@@ -514,3 +514,27 @@ def test_a_revoked_token_ends_its_open_event_stream(
     assert any("hello" in s for s in seen) and not ended.is_set()
     assert run_cli("token", "revoke", "viewer", cwd=store.root).returncode == 0
     assert ended.wait(timeout=10)  # the server closed the stream
+
+
+def test_the_views_are_built_as_the_server_starts(tmp_path: Path) -> None:
+    """The link graph, the tree and the memory report are built in the background when the
+    server starts, so the first person to open a page does not wait for them."""
+    from http_server import serving
+    from memdir.http.app import create_app
+    from memdir.http.ui.model import Views
+    from memdir.service import Memory
+
+    store = build(tmp_path)
+    app = create_app(Memory.open(store.root, overrides=OFFLINE), mcp=False)
+    with serving(app) as (url, _):
+        for thread in threading.enumerate():
+            if thread.name == "memdir-ui-warm":
+                thread.join(timeout=30)
+        views = app.state.ui_views
+        assert isinstance(views, Views)
+        assert (views.builds, views.tree_builds, views.report_builds) == (1, 1, 1)
+        with httpx.Client(base_url=url) as client:
+            assert client.get("/").status_code == 200
+            assert client.get("/browse").status_code == 200
+            assert client.get("/coverage").status_code == 200
+        assert (views.builds, views.tree_builds, views.report_builds) == (1, 1, 1)

@@ -64,6 +64,7 @@ def create_api(memory: Memory, registry: TokenRegistry, *, mcp: bool = True) -> 
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ui.warm(app)  # the UI's views built in the background, not by the first page
         try:
             if mount is not None:
                 async with anyio.create_task_group() as tasks:

@@ -8,6 +8,6 @@ middleware authenticates them from a bearer header or a sign-in session cookie
 
 from __future__ import annotations
 
-from .pages import routes
+from .pages import routes, warm
 
-__all__ = ["routes"]
+__all__ = ["routes", "warm"]

@@ -73,6 +73,14 @@ class Views:
             graph: LinkGraph = self._follow("graph", build, update)
             return graph
 
+    def warm(self) -> None:
+        """Build what the first pages read (the link graph, the tree and counts, the memory
+        report): several seconds at 100,000 documents that the first person to look would
+        otherwise wait for. Run once in the background when a server starts."""
+        self.graph()
+        self.live_tree(LiveTree.counts)
+        self.report()
+
     def report(self) -> Summary:
         """The memory report's figures and its oldest unmerged episodes, kept in step with
         the index like the graph (the same change log) instead of folded again whole."""

@@ -6,9 +6,11 @@ import asyncio
 import dataclasses
 import functools
 import json
+import logging
 import math
 import mimetypes
 import posixpath
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import date
@@ -66,13 +68,35 @@ def _principal(request: Request) -> Principal:
     return found if isinstance(found, Principal) else LOCAL
 
 
-def _views(request: Request) -> Views:
-    views = getattr(request.app.state, "ui_views", None)
+def views_of(app: Any) -> Views:
+    """The app's :class:`Views`, made on first use."""
+    views = getattr(app.state, "ui_views", None)
     if views is None:
-        views = Views(request.app.state.memory)
-        request.app.state.ui_views = views
+        views = Views(app.state.memory)
+        app.state.ui_views = views
     assert isinstance(views, Views)
     return views
+
+
+def _views(request: Request) -> Views:
+    return views_of(request.app)
+
+
+def warm(app: Any) -> threading.Thread:
+    """Build the pages' views in a background thread as the server starts; a failure (the
+    store closed under it at shutdown) only leaves the first page to build them."""
+
+    views = views_of(app)  # made here, before any request can race to make its own
+
+    def run() -> None:
+        try:
+            views.warm()
+        except Exception:  # the first request builds them instead
+            logging.getLogger("memdir.http").debug("UI warm-up stopped", exc_info=True)
+
+    thread = threading.Thread(target=run, name="memdir-ui-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def base_of(request: Request) -> str:
