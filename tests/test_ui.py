@@ -538,3 +538,15 @@ def test_the_views_are_built_as_the_server_starts(tmp_path: Path) -> None:
             assert client.get("/browse").status_code == 200
             assert client.get("/coverage").status_code == 200
         assert (views.builds, views.tree_builds, views.report_builds) == (1, 1, 1)
+
+
+def test_numbers_in_the_query_are_ascii_digits_only(live: Live) -> None:
+    """``²`` and ``٣`` are digits to str.isdigit; a page takes ASCII digits only, and a
+    number of thousands of digits is refused, not converted (a 400, never a 500)."""
+    client = live.client()
+    for bad in ("²", "٣", "9" * 6000, "-1", "1.5", " 1"):
+        for path, name in (("/browse", "offset"), ("/thread/t1", "last")):
+            params = {name: bad, "prefix": "wiki/"} if name == "offset" else {name: bad}
+            answer = client.get(path, params=params)
+            assert answer.status_code == 400, (path, name, bad, answer.status_code)
+    assert client.get("/browse", params={"prefix": "wiki/", "offset": "0"}).status_code == 200

@@ -309,8 +309,9 @@ class ServerMiddleware:
     async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.max_body_bytes
         declared = _header(scope, b"content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise TooLarge(f"request body of {int(declared)} bytes is over the limit of {limit}")
+        size = declared.strip() if declared is not None else ""
+        if size.isascii() and size.isdigit() and len(size) <= 18 and int(size) > limit:
+            raise TooLarge(f"request body of {int(size)} bytes is over the limit of {limit}")
         seen = {"bytes": 0}
 
         async def bounded_receive() -> Message:

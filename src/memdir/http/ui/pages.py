@@ -318,7 +318,10 @@ def thread(request: Request) -> Response:
 
 
 def _int(value: str, name: str, low: int, high: int) -> int:
-    if not value.isdigit() or not low <= int(value) <= high:
+    # ASCII digits only ("²" is a digit to str.isdigit but not to int), and few of them
+    if not (value.isascii() and value.isdigit() and len(value) <= 18) or not (
+        low <= int(value) <= high
+    ):
         raise InvalidInput(f"{name}: a whole number from {low} to {high}")
     return int(value)
 
