@@ -260,3 +260,71 @@ def _fuzz_route(
             failures.append(f"{label}: redirected off this server to {location!r}")
 
     check()
+
+
+def ui_openapi() -> dict[str, object]:
+    """An OpenAPI document of the UI's routes (HTML pages, forms, a stream), written from
+    :data:`UI_ROUTES`, so schemathesis can drive them as it drives the JSON API."""
+    paths: dict[str, dict[str, object]] = {}
+    for method, route, path_names, query_names, form_names in UI_ROUTES:
+        path = re.sub(r"\{(\w+):path\}", r"{\1}", route)
+        parameters = [
+            {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+            for n in path_names
+        ] + [{"name": n, "in": "query", "schema": {"type": "string"}} for n in query_names]
+        operation: dict[str, object] = {
+            "parameters": parameters,
+            "responses": {"200": {"description": "a page", "content": {"text/html": {}}}},
+        }
+        if form_names:
+            properties = {n: {"type": "string"} for n in form_names}
+            form = {"schema": {"type": "object", "properties": properties}}
+            operation["requestBody"] = {
+                "content": {"application/x-www-form-urlencoded": form},
+            }
+        paths.setdefault(path, {})[method.lower()] = operation
+    return {"openapi": "3.0.3", "info": {"title": "memdir web UI", "version": "1"}, "paths": paths}
+
+
+def test_schemathesis_reaches_every_ui_route(tmp_path: Path) -> None:
+    from uistore import OFFLINE, build
+
+    store = build(tmp_path)
+    schema = schemathesis.openapi.from_dict(ui_openapi())
+    seen: set[tuple[str, str]] = set()
+    failures: list[str] = []
+    with live_server(store.root, OFFLINE, mcp=False) as live, live.client() as client:
+        for result in schema.get_all_operations():
+            operation = result.ok()
+
+            @settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
+            @given(case=operation.as_strategy())
+            def check(case: schemathesis.Case) -> None:
+                seen.add((case.method.upper(), case.operation.path))
+                query = {k: str(v) for k, v in (case.query or {}).items()}
+                form = case.body if isinstance(case.body, dict) else {}
+                form = {k: str(v) for k, v in form.items()}
+                headers = {"Origin": live.url} if case.method.upper() == "POST" else {}
+                label = f"{case.method} {case.formatted_path} {query or form}"[:300]
+                try:
+                    answer, body = _ask(
+                        client, case.method, case.formatted_path, query, form, headers
+                    )
+                except httpx.TransportError as exc:
+                    failures.append(f"{label}: {exc!r}")
+                    return
+                if answer.status_code >= 500 or TRACE.search(body):
+                    failures.append(f"{label}: {answer.status_code} {body[:200]}")
+                html = answer.headers.get("content-type", "").startswith("text/html")
+                if html and "Content-Security-Policy" not in answer.headers:
+                    failures.append(f"{label}: no Content-Security-Policy")
+
+            check()
+    wanted = {(m, re.sub(r"\{(\w+):path\}", r"{\1}", r)) for m, r, *_ in UI_ROUTES}
+    assert seen == wanted
+    assert not failures, failures[:8]
