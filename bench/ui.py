@@ -6,7 +6,9 @@
 Builds a synthetic store (bench/synth.py: ~60 % episodes, ~40 % wiki pages with three
 wikilinks each) plus one thread of ``--turns`` chained turns, indexes it once, serves it with
 the real app (uvicorn on loopback, in this process) and times ``--requests`` GETs of each page
-over HTTP (wall time seen by the client: the server's work plus loopback transfer). Then
+over HTTP (wall time seen by the client: the server's work plus loopback transfer), once
+the views the server builds as it starts (the link graph, the tree, the memory report) are
+built; how long that took after the server listened is printed as ``warm_up_ms``. Then
 the first request after a write: ``--writes`` rounds, each page asked for once right after
 one write through the service (a wiki page with wikilinks and a turn of the big thread, in
 turn), what the first person to look after the agent wrote waits for. The
@@ -104,6 +106,15 @@ def serving(mem: Memory) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def warm_up() -> float:
+    """Milliseconds until the server's start-up build of the UI's views ends."""
+    started = time.perf_counter()
+    for thread in threading.enumerate():
+        if thread.name == "memdir-ui-warm":
+            thread.join()
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -278,7 +289,8 @@ def main() -> int:
             "graph data": "/graph.json",
         }
         with serving(mem) as url:
-            result: dict[str, Any] = {"store": info, "pages": time_pages(url, pages, args.requests)}
+            result: dict[str, Any] = {"store": info, "warm_up_ms": warm_up()}
+            result["pages"] = time_pages(url, pages, args.requests)
             if args.writes:
                 result["after_write"] = after_writes(
                     url, mem, pages, args.writes, info["thread_last"]
