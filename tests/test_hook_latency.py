@@ -216,7 +216,10 @@ def test_the_fast_entry_never_fails_the_agent(
         assert (rc, out, err) == (0, "", "")
 
 
-@pytest.mark.parametrize("extra", [["--budget", "-3"], ["--bogus"], ["--budget=x"]])
+@pytest.mark.parametrize(
+    "extra",
+    [["--budget", "-3"], ["--bogus"], ["--budget=x"], ["--budget=²"], ["--budget", "9" * 5000]],
+)
 def test_a_bad_option_is_logged_and_the_prompt_still_gets_its_pack(
     session_env: tuple[dict[str, str], ClaudeSession],
     store_root: Path,

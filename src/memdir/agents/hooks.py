@@ -219,7 +219,7 @@ def parse_words(words: list[str]) -> tuple[str, str, str | None, int | None, lis
             value = value if eq else next(items, "")
             if name == "--root":
                 root = value or None
-            elif value.isdigit() and int(value) > 0:
+            elif value.isascii() and value.isdigit() and len(value) <= 9 and int(value) > 0:
                 budget = int(value)
             else:
                 problems.append(f"--budget must be a positive number of tokens, got {value!r}")
