@@ -21,8 +21,7 @@ from http_server import Live, live_server, serving
 from memdir.files.catalogue import Catalogue
 from memdir.http.stores import StoreRouter
 from memdir.service import Memory
-from test_ui_stores import opener
-from uistore import OFFLINE, UIStore, build
+from uistore import OFFLINE, UIStore, build, opener
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright is not installed: make ui-browser"

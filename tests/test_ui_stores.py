@@ -6,23 +6,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 from helpers import create_token
 from http_server import serving
 from memdir.files.catalogue import Catalogue
-from memdir.http.app import create_app
-from memdir.http.command import server_settings
 from memdir.http.stores import StoreRouter
 from memdir.service import Memory
-from uistore import build
-
-
-def opener(name: str, path: Path) -> Any:
-    found, settings = server_settings(str(path))
-    return create_app(Memory.open(found, settings=settings.replace(embeddings={"enabled": False})))
+from uistore import build, opener
 
 
 def stores(tmp_path: Path) -> dict[str, Path]:

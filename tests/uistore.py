@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from helpers import BREAD
 from memdir.files.store import Store
+from memdir.http.app import create_app
+from memdir.http.command import server_settings
 from memdir.service import Memory
 
 OFFLINE = {"embeddings": {"enabled": False}}
@@ -66,3 +69,9 @@ def build(parent: Path) -> UIStore:
         mem.refine()
         mem.refine()
     return UIStore(root, [t1.id, t2.id, t3.id])
+
+
+def opener(name: str, path: Path) -> Any:
+    """Open one store of a many-store server the way `memdir serve --store` does, offline."""
+    found, settings = server_settings(str(path))
+    return create_app(Memory.open(found, settings=settings.replace(**OFFLINE)))
