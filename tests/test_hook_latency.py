@@ -38,8 +38,18 @@ NEVER = (
     "uvicorn",
     "starlette",
 )
-# A pack is read from the index: nothing reads a file's facts for the memory report.
-NOT_FOR_A_PACK = (*NEVER, "yaml", "ruamel", "memdir.kiwi.report")
+# A pack is read from the index: nothing reads a file's facts for the memory report, and
+# nothing starts git, copies trees or makes temporary files (each costs milliseconds to import).
+NOT_FOR_A_PACK = (
+    *NEVER,
+    "yaml",
+    "ruamel",
+    "memdir.kiwi.report",
+    "subprocess",
+    "shutil",
+    "tempfile",
+    "secrets",
+)
 # PostToolUse appends to the spool and nothing more: no index, no store, no YAML.
 NOT_FOR_THE_SPOOL = (
     *NEVER,
@@ -164,6 +174,8 @@ def test_session_start_answers_the_same_through_either_entry(
 ) -> None:
     """`memdir hook ...` (no click) and `memdir --root STORE hook ...` (the click CLI) agree."""
     env, session = session_env
+    with Memory.open(store_root) as mem:  # in step, as after the session's first hook
+        mem.sync()
     payload = session.payload("SessionStart", source="startup")
     fast = run_hook(env, ["hook", "claude-code", "SessionStart"], payload, tmp_path / "a.json")
     slow = run_hook(
@@ -175,6 +187,7 @@ def test_session_start_answers_the_same_through_either_entry(
     assert fast[:3] == slow[:3]
     assert fast[0] == 0 and "Billing deploys go through the blue switch." in fast[1]
     assert "click" in slow[3] and "click" not in fast[3]
+    assert sorted(m for m in NOT_FOR_A_PACK if m in fast[3]) == []
 
 
 def test_stop_records_the_turn_without_the_engine(

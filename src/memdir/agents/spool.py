@@ -21,7 +21,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,6 +127,8 @@ def clear(root: Path, agent: str, session: str) -> None:
 
 def remove(root: Path, agent: str, session: str) -> None:
     """Take the session's folder away (its turns are recorded)."""
+    import shutil  # not at the top: a hook needs none (test_hook_imports)
+
     shutil.rmtree(session_dir(root, agent, session), ignore_errors=True)
 
 

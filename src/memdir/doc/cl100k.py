@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import tempfile
 import unicodedata
 import zlib
 from functools import lru_cache
@@ -181,6 +180,8 @@ def _write(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all (another process may be writing it too)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # not at the top: a hook needs none (test_hook_imports)
+
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
         try:
             with os.fdopen(fd, "wb") as handle:

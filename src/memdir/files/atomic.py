@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +47,8 @@ def _stage(target: Path, data: bytes) -> tuple[str, int]:
     # The temp file's name must fit where the target's does: a name of 255 bytes is allowed.
     short = os.fsencode(target.name)[:TEMP_NAME_BYTES].decode("utf-8", errors="ignore")
     # The writer's pid in the name tells a dead writer's leftover from a live one's file.
+    import tempfile  # not at the top: a hook needs none (test_hook_imports)
+
     fd, tmp = tempfile.mkstemp(
         prefix=f".{short}.{os.getpid()}-", suffix=TEMP_SUFFIX, dir=target.parent
     )

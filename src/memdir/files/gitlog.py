@@ -44,8 +44,6 @@ import fcntl
 import json
 import logging
 import os
-import secrets
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -226,7 +224,7 @@ class GitLog:
         # A forked child gets a book of its own (the parent's lock is not its own).
         where = journal.folder(self.root)
         where.mkdir(parents=True, exist_ok=True)
-        path = where / f"{os.getpid()}-{secrets.token_hex(4)}{BOOK_SUFFIX}"
+        path = where / f"{os.getpid()}-{os.urandom(4).hex()}{BOOK_SUFFIX}"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
         self._book = (os.getpid(), fd, path)
@@ -437,6 +435,8 @@ class GitLog:
                 keep=self._keep(),
             )
         env = identity_env(actor)
+        import subprocess  # not at the top: a hook runs no git (test_hook_imports)
+
         done = subprocess.run(
             ["git", "-C", str(self.root), "commit", "-q", "--no-verify", "-F", "-"],
             input=message.encode("utf-8"),
@@ -468,6 +468,8 @@ class GitLog:
                 raise GitError(f"git commit made nothing, yet {len(named)} path(s) differ")
 
     def _ignored(self, paths: list[str]) -> set[str]:
+        import subprocess  # not at the top: a hook runs no git (test_hook_imports)
+
         out = subprocess.run(
             ["git", "-C", str(self.root), "check-ignore", "-z", "--stdin"],
             input=_nul_list(paths),

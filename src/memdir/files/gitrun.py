@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -102,6 +101,8 @@ def run_git(
     """
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
     try:
+        import subprocess  # not at the top: a hook runs no git (test_hook_imports)
+
         proc = subprocess.run(
             ["git", "-C", str(root), *args],
             input=data,

@@ -31,7 +31,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
 import struct
 import threading
 import time
@@ -217,7 +216,7 @@ class Journal:
         # A forked child gets a journal of its own (the parent's lock is not its own).
         where = folder(self.root)
         where.mkdir(parents=True, exist_ok=True)
-        path = where / f"{os.getpid()}-{secrets.token_hex(4)}.log"
+        path = where / f"{os.getpid()}-{os.urandom(4).hex()}.log"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
         dir_fd = os.open(where, os.O_RDONLY)

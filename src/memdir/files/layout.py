@@ -4,7 +4,6 @@ from a folder, and how a new one is made (git init and the first commit included
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 from ..errors import (
@@ -129,6 +128,8 @@ def create(directory: Path, *, force: bool = False, git: bool = True) -> Path:
         text = (root / "HARNESS.md").read_text(encoding="utf-8")
         pin_harness(root, harness_digest(text))
         created.append(".memdir/config.toml")
+    import shutil  # not at the top: a hook needs none (test_hook_imports)
+
     if git and shutil.which("git"):
         if not (root / ".git").exists():
             run_git(root, "init", "-q", "-b", "main")

@@ -33,7 +33,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import secrets
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -142,7 +141,7 @@ class Undo:
     def _open(self) -> None:
         where = journal.folder(self.root)
         where.mkdir(parents=True, exist_ok=True)
-        name = f"{os.getpid()}-{secrets.token_hex(4)}"
+        name = f"{os.getpid()}-{os.urandom(4).hex()}"
         # Locked under a temporary name, then renamed: a store opened meanwhile never sees
         # an undo file of a live run without its lock.
         fresh = where / f"{name}.undo-new"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
 import sqlite3
 import threading
 import time
@@ -490,14 +489,7 @@ class Index:
         finally:
             conn.execute("PRAGMA secure_delete = FAST")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        # An index once found damaged was moved aside whole (memdir.index.db.connect): it
-        # holds what the store held then, the purged text with it.
-        for aside in self.path.parent.glob(f"{self.path.name}.damaged-*"):
-            if aside.is_dir() and not aside.is_symlink():
-                shutil.rmtree(aside, ignore_errors=True)
-            else:
-                with suppress(FileNotFoundError):
-                    aside.unlink()
+        db.remove_set_aside(self.path)  # it holds what the store held then, purged text too
 
     def rebuild(self) -> SyncStats:
         """Index every file again from nothing, in one write transaction on the live index.

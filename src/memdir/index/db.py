@@ -57,6 +57,19 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     return any(sign in str(exc) for sign in _DAMAGED)
 
 
+def remove_set_aside(path: Path) -> None:
+    """Delete every index once found damaged and set aside beside ``path`` (a folder whole:
+    :func:`connect` moves a damaged folder too)."""
+    for aside in path.parent.glob(f"{path.name}.damaged-*"):
+        if aside.is_dir() and not aside.is_symlink():
+            import shutil  # not at the top: a hook needs none (test_hook_imports)
+
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                aside.unlink()
+
+
 def _set_aside(path: Path, exc: sqlite3.DatabaseError) -> None:
     """Move the damaged index and its log aside, the log first.
 
