@@ -18,13 +18,16 @@ from typing import Any
 
 from .errors import ConfigError
 
+# Settings are never compared or hashed by value, so no class has eq (the __eq__ and __hash__
+# dataclasses would generate cost every hook process about 3 ms at import).
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, eq=False)
 class MemorySettings:
     episodes_path_prefix: str = "episodes/"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StoreSettings:
     max_file_bytes: int = 32 * 1024 * 1024
     git_commit: bool = True
@@ -34,7 +37,7 @@ class StoreSettings:
     sync_interval_seconds: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SearchSettings:
     default_limit: int = 10
     mode: str = "auto"
@@ -50,7 +53,7 @@ class SearchSettings:
     date_scale_days: float = 7.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EmbeddingsSettings:
     enabled: bool = True
     inline_limit: int = 2000
@@ -67,7 +70,7 @@ class EmbeddingsSettings:
     chunk_overlap: int = 40
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RerankSettings:
     provider: str = ""
     depth: int = 20
@@ -77,7 +80,7 @@ class RerankSettings:
     timeout_seconds: float = 10.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LLMSettings:
     provider: str = ""
     base_url: str = ""
@@ -86,7 +89,7 @@ class LLMSettings:
     timeout_seconds: float = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TurnSettings:
     compactor: str = "default"
     compact_max_chars: int = 1200
@@ -102,7 +105,7 @@ class TurnSettings:
     context_item_chars: int = 800
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EngineSettings:
     snapshot_token_cap: int = 1500
     distill_age_days: int = 14
@@ -123,7 +126,7 @@ class EngineSettings:
     answer_newer_similarity: float = 0.4  # query: ... when its claim is this close to the best's
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 3333
@@ -137,7 +140,7 @@ class ServerSettings:
     watch: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SyncSettings:
     remote: str = "origin"
     branch: str = ""  # the branch checked out
@@ -145,7 +148,7 @@ class SyncSettings:
     interval_seconds: float = 60.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class IndexSettings:
     engine: str = "sqlite"  # or "postgres" (docs/postgres.md)
     dsn: str = ""  # the Postgres connection string (libpq's key=value or a postgresql:// URL)
@@ -153,7 +156,7 @@ class IndexSettings:
     connect_timeout_seconds: float = 5.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
