@@ -56,6 +56,15 @@ def kitchen(eng: Memory) -> Memory:
 
 
 @pytest.fixture
+def bare(tmp_path: Path) -> Iterator[Memory]:
+    """An empty store without git or embeddings: for what reads the index alone."""
+    root = Store.init(tmp_path / "s", git=False)
+    overrides = {"embeddings": {"enabled": False}, "store": {"git_commit": False}}
+    with Memory.open(root, overrides=overrides) as memory:
+        yield memory
+
+
+@pytest.fixture
 def plain(tmp_path: Path) -> Iterator[Memory]:
     """A store without git, holding notes/a.md (a test module may define its own)."""
     root = Store.init(tmp_path / "s", git=False)

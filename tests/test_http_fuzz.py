@@ -19,6 +19,10 @@ from http_server import live_server
 
 EXAMPLES = 5
 UI_EXAMPLES = 25
+# Each operation of a schema: a few examples, no deadline, nothing kept between runs.
+PER_OPERATION = settings(
+    max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 
 
 def test_no_operation_answers_500(store_root: Path) -> None:
@@ -34,12 +38,7 @@ def test_no_operation_answers_500(store_root: Path) -> None:
                 operation = result.ok()
                 seen.append(f"{operation.method.upper()} {operation.path}")
 
-                @settings(
-                    max_examples=EXAMPLES,
-                    deadline=None,
-                    database=None,
-                    suppress_health_check=list(HealthCheck),
-                )
+                @PER_OPERATION
                 @given(case=operation.as_strategy())
                 def check(case: schemathesis.Case) -> None:
                     kwargs = case.as_transport_kwargs(base_url=live.url)
@@ -297,12 +296,7 @@ def test_schemathesis_reaches_every_ui_route(tmp_path: Path) -> None:
         for result in schema.get_all_operations():
             operation = result.ok()
 
-            @settings(
-                max_examples=EXAMPLES,
-                deadline=None,
-                database=None,
-                suppress_health_check=list(HealthCheck),
-            )
+            @PER_OPERATION
             @given(case=operation.as_strategy())
             def check(case: schemathesis.Case) -> None:
                 seen.add((case.method.upper(), case.operation.path))

@@ -5,29 +5,23 @@ stop resolving, forgets, deletions, hand edits, another process, a rebuild."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from helpers import run_cli
-from memdir.files.store import Store
 from memdir.http.ui.linkgraph import LinkGraph, build_graph
 from memdir.http.ui.model import Views
 from memdir.index import uirows
 from memdir.service import Memory
 
-OVERRIDES = {"embeddings": {"enabled": False}, "store": {"git_commit": False}}
 NAMES = ["alpha", "beta", "gamma", "delta", "Alpha", "beta.md"]
 FOLDERS = ["wiki/a/t1", "wiki/a/t2", "wiki/b/t1", "episodes", "notes"]
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[Memory]:
-    root = Store.init(tmp_path / "s", git=False)
-    with Memory.open(root, overrides=OVERRIDES) as memory:
-        yield memory
+def mem(bare: Memory) -> Memory:
+    return bare
 
 
 def whole(mem: Memory) -> LinkGraph:

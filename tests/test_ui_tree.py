@@ -5,27 +5,21 @@ turns, forgets, deletions, renames by hand, the inbox."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from memdir.files.store import Store
 from memdir.http.ui.livetree import LiveTree
 from memdir.http.ui.model import Views
 from memdir.index import uirows
 from memdir.service import Memory
 
-OVERRIDES = {"embeddings": {"enabled": False}, "store": {"git_commit": False}}
 FOLDERS = ["wiki/a/t1", "wiki/a", "wiki/b/t2", "episodes/runs", "episodes/notes", "inbox", "n"]
 NAMES = ["alpha", "beta", "index", "log", "gamma"]
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[Memory]:
-    root = Store.init(tmp_path / "s", git=False)
-    with Memory.open(root, overrides=OVERRIDES) as memory:
-        yield memory
+def mem(bare: Memory) -> Memory:
+    return bare
 
 
 def whole(mem: Memory) -> LiveTree:
