@@ -64,15 +64,15 @@ def _embed(table: dict[str, Sequence[float]]):  # type: ignore[no-untyped-def]
     return embed
 
 
+EVERYDAY = {"e1": (0, 0, 1, 0), "e2": (0, 0, 1, 0.2), "e3": (0, 0, 1, -0.2)}
+
+
 def test_routes_say_where_each_source_went_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    everyday = ("e1", "e2", "e3")
-    monkeypatch.setattr(spread, "background", lambda: everyday)
+    monkeypatch.setattr(spread, "background", lambda: tuple(EVERYDAY))
     table = {
         "bees scope": (1, 0, 0, 0),
         "bike scope": (0, 1, 0, 0),
-        "e1": (0, 0, 1, 0),
-        "e2": (0, 0, 1, 0.2),
-        "e3": (0, 0, 1, -0.2),
+        **EVERYDAY,
         "hive": (1, 0.05, 0.1, 0),
         "both": (1, 1, 0.1, 0),
         "film": (0.05, 0, 1, 0.05),
@@ -140,3 +140,33 @@ def test_a_background_every_bundle_claims_leaves_nothing_to_quarantine_against(
         spread.route_all(_embed(table), [Bundle("life", "life")], [], {}, spread.SpreadTuning())
         == {}
     )
+
+
+def test_a_second_bundle_joins_by_two_of_its_scope_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A note about two subjects walks mostly to the one it resembles more; the other joins
+    when the note uses two words of its scope (route_second_words), not by share alone, and
+    one shared word is not enough."""
+    monkeypatch.setattr(spread, "background", lambda: tuple(EVERYDAY))
+    near_both = (1, 0.45, 0.05, 0)
+    texts = {
+        "two": "swarm caught, then cycling to the office",
+        "one": "swarm caught, then cycling home",
+        "none": "swarm caught, then home by train",
+    }
+    table = {
+        "keeping the bee hives": (1, 0, 0, 0),
+        "cycling to the office": (0, 1, 0, 0),
+        **EVERYDAY,
+        **dict.fromkeys(texts.values(), near_both),
+    }
+    bundles = [Bundle("bees", "keeping the bee hives"), Bundle("bike", "cycling to the office")]
+    items = list(texts.items())
+    on = spread.route_all(_embed(table), bundles, items, {}, spread.SpreadTuning())
+    off = spread.route_all(_embed(table), bundles, items, {}, spread.SpreadTuning(second_words=0))
+    two = on["two"]
+    assert two.scores["bike"] < 0.6 * two.scores["bees"]  # too weak by share alone
+    assert two.scores["bike"] > two.details["background"]
+    assert two.bundles == ("bees", "bike")
+    assert on["one"].bundles == ("bees",)  # "cycling" alone is chance
+    assert on["none"].bundles == ("bees",)
+    assert off["two"].bundles == ("bees",)

@@ -116,6 +116,7 @@ class EngineSettings:
     router: str = "meaning"
     route_margin: float = -0.2
     route_second: float = 0.6
+    route_second_words: int = 2  # ... or any share, with this many scope words (0: off)
     route_neighbours: int = 12
     route_scope_weight: float = 10.0
     update_similarity: float = 0.65  # a source this close to an article updates it

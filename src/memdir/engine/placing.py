@@ -181,6 +181,7 @@ def router_for(settings: Any) -> Router:
             e.route_second,
             e.route_neighbours,
             e.route_scope_weight,
+            e.route_second_words,
         )
     return Router(embed, tuning, why, e.update_similarity, e.update_claim_similarity)
 

@@ -16,8 +16,10 @@ against a background of hundreds, and it is what the person said the bundle is f
 
 A source is filed in the bundle with the largest share when that share beats the
 background's by ``margin`` (a negative margin files a source the background takes a little
-more of); a second bundle joins when its share is at least ``second`` times the first's and
-beats the background's. The lexical share of scope words
+more of); a second bundle joins when its share beats the background's and is at least
+``second`` times the first's, or whatever its share when the source uses at least
+``second_words`` distinct words of its scope (one shared word is chance: a bread note that
+says "water" is not about a garden whose scope says "watering"). The lexical share of scope words
 (:func:`memdir.engine.routing.score`) is recorded with every route. Calibration:
 docs/engine.md, "Routing".
 """
@@ -54,6 +56,7 @@ class SpreadTuning:
     second: float = 0.6  # a second bundle with at least this fraction of the first's share
     neighbours: int = 12  # edges per source
     scope_weight: float = 10.0  # how much more a scope's edges weigh than another text's
+    second_words: int = 2  # a second bundle joins when the source uses this many scope words
 
 
 def absorbed(
@@ -162,7 +165,11 @@ def route_all(
         chosen = [best]
         if nb > 1:
             j2 = int(order[1])
-            if row[j2] >= tuning.second * row[best] and row[j2] > rest:
+            # The walk gives a note about two subjects most to the one it resembles more; the
+            # words of the other's scope are the evidence that it is about that one too.
+            used = len(matched[i][names[j2]])
+            worded = tuning.second_words > 0 and used >= tuning.second_words
+            if (worded or row[j2] >= tuning.second * row[best]) and row[j2] > rest:
                 chosen.append(j2)
         out[key] = Route(
             tuple(names[j] for j in chosen),
