@@ -4,6 +4,7 @@ cache that is corrupt, shared, a symlink or of another model never gives a wrong
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -138,3 +139,21 @@ def test_consolidate_keeps_article_vectors_for_the_next_run(
         assert scope not in model.seen  # the scope came from the cache
     # The first note's article was routed against by the second run: the third reads it.
     assert not [t for t in model.seen if t.startswith("Hive check\n")]
+
+
+def test_a_cache_opened_while_another_opener_writes_waits(tmp_path: Path) -> None:
+    # Switching a new file to WAL needs it alone; SQLite says "locked" at once, not after
+    # the timeout, so the cache retries instead of giving up for the whole run.
+    path = tmp_path / "v.db"
+    opener = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    opener.execute("CREATE TABLE other (a)")  # the file exists, still in rollback mode
+    opener.execute("BEGIN IMMEDIATE")  # another opener, part way through its own first write
+    opener.execute("INSERT INTO other VALUES (1)")
+    threading.Timer(0.3, lambda: opener.execute("COMMIT")).start()
+    disk = vectorcache.VectorCache(path)
+    model = Counting()
+    disk.put(model.model_id, list(zip(["a"], model.embed(["a"]), strict=True)))
+    assert not disk.broken
+    assert list(disk.get(model.model_id, ["a"])) == ["a"]
+    disk.close()
+    opener.close()

@@ -118,7 +118,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _prepare(conn: sqlite3.Connection, path: Path) -> sqlite3.Connection:
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
-    mode = _switch_to_wal(conn)
+    mode = switch_to_wal(conn)
     if mode != "wal":
         raise ConfigError(f"the index at {path} could not switch to WAL mode ({mode})")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -160,7 +160,7 @@ PENDING_INDEXES = "pending_indexes"
 WAL_SWITCH_SECONDS = 60.0
 
 
-def _switch_to_wal(conn: sqlite3.Connection) -> str:
+def switch_to_wal(conn: sqlite3.Connection) -> str:
     """Put the database in WAL mode (kept in the file) and return the mode it is in.
 
     Switching needs an exclusive lock, and SQLite reports "database is locked" at once,

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from memdir.index.db import switch_to_wal
+
 FILE = "route-vectors.db"
 
 
@@ -45,7 +47,7 @@ class VectorCache:
                 raise OSError(f"{self.path} is a symbolic link")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(self.path), timeout=5.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
+            switch_to_wal(db)  # two processes opening a new cache at once: one waits
             db.execute(
                 "CREATE TABLE IF NOT EXISTS route_vectors (model TEXT NOT NULL,"
                 " digest BLOB NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,"
