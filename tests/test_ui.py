@@ -110,8 +110,10 @@ def test_document_has_backlinks_history_and_a_diff_per_commit(live: Live, store:
     assert "bo" in history and "ana" in history  # each commit's author (the actor)
     target = store.root.parent / "written-by-git"
     bad = client.get("/doc/wiki/kitchen/notes/starter.md", params={"commit": f"--output={target}"})
-    assert bad.status_code == 200 and '<pre class="diff"></pre>' in bad.text
+    assert bad.status_code == 400 and "commit: a commit id of 7 to 64 hex digits" in bad.text
     assert not target.exists()  # a commit that is not hex never reaches git as an option
+    odd = client.get("/doc/wiki/kitchen/notes/starter.md", params={"commit": "abcdef12<x"})
+    assert odd.status_code == 400 and "abcdef12" not in odd.text  # not shown cut to a prefix
 
 
 def test_a_turn_record_links_to_its_graph_and_citations_resolve(live: Live, store: UIStore) -> None:

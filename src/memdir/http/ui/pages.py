@@ -10,6 +10,7 @@ import logging
 import math
 import mimetypes
 import posixpath
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -259,6 +260,9 @@ def _sources(fm: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+COMMIT_ID = re.compile(r"[0-9a-f]{7,64}")
+
+
 def document(request: Request) -> Response:
     principal = _principal(request)
     views = _views(request)
@@ -268,6 +272,8 @@ def document(request: Request) -> Response:
     parsed = frontmatter.parse(result.content)
     fm = parsed.fm if parsed.has_block and not parsed.error else {}
     sha = request.query_params.get("commit", "")
+    if sha and not COMMIT_ID.fullmatch(sha):
+        raise InvalidInput("commit: a commit id of 7 to 64 hex digits")
     citations = [
         {"id": k, "resource": v, "shown": principal.covers(v)} for k, v in _sources(fm).items()
     ]
