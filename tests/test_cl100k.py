@@ -150,6 +150,20 @@ def test_a_changed_vocabulary_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
         cl100k.load_table(tampered, real)
 
 
+def test_a_vocabulary_changed_after_its_table_was_made_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cached table is trusted only for the file as it was when the table was made (the
+    table is not hashed against the file on each load, so its size and mtime are compared)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    copy = tmp_path / "cl100k_base.tiktoken"
+    copy.write_bytes(tokens.CL100K_FILE.read_bytes())
+    assert cl100k.load_table(copy, tokens.CL100K_SHA256).rank(b" hello") is not None
+    copy.write_bytes(copy.read_bytes().replace(b" 0\n", b" 1\n", 1))
+    with pytest.raises(ValueError, match="hash"):
+        cl100k.load_table(copy, tokens.CL100K_SHA256)
+
+
 def test_counting_does_not_build_tiktokens_encoder(tmp_path: Path) -> None:
     """A process that only counts never builds the encoder (that is the 0.3 s saved)."""
     code = (

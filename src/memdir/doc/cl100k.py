@@ -26,7 +26,6 @@ left to tiktoken itself: :meth:`Counter.count` returns ``None``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import unicodedata
@@ -36,8 +35,13 @@ from pathlib import Path
 
 from .lazyregex import LazyRegex
 
-FORMAT = b"memdir-cl100k-table-1\n"
-_HEAD = struct.Struct("<32s32sIII")  # source sha256, body sha256, tokens, slots, blob bytes
+# The body is checked against a CRC-32 on every load (accidental damage: a table is written
+# whole, then renamed), and the vocabulary it was made from by the size and mtime it had then
+# (its SHA-256 was checked when the table was made): hashing the 2 MB of each, and the hashlib
+# import that needs, cost every hook process about 5 ms.
+FORMAT = b"memdir-cl100k-table-3\n"
+# source sha256, body crc32, tokens, slots, blob bytes, source size, source mtime (ns)
+_HEAD = struct.Struct("<32sIIIIQq")
 _WS = "\t\n\x0b\x0c\r "
 # Unicode White_Space beyond ASCII (the property the Rust engine's \s follows).
 _WHITE_SPACE = frozenset(
@@ -86,17 +90,18 @@ class Table:
         start = len(FORMAT) + _HEAD.size
         if not data.startswith(FORMAT) or len(data) < start:
             raise ValueError("not a cl100k table")
-        _, body_sha, n, slots, blob = _HEAD.unpack_from(data, len(FORMAT))
+        source_sha, body_crc, n, slots, blob, size, mtime_ns = _HEAD.unpack_from(data, len(FORMAT))
         body = memoryview(data)[start:]
         if len(body) != 4 * (n + 1) + 4 * slots + blob or slots & (slots - 1):
             raise ValueError("the cl100k table has the wrong size")
-        if hashlib.sha256(body).digest() != body_sha:
+        if zlib.crc32(body) != body_crc:
             raise ValueError("the cl100k table is damaged")
         self.offsets = body[: 4 * (n + 1)].cast("I")
         self.slots = body[4 * (n + 1) : 4 * (n + 1) + 4 * slots].cast("I")
         self.blob = bytes(body[4 * (n + 1) + 4 * slots :])
         self.mask = slots - 1
         self.data = data
+        self.source = (source_sha, size, mtime_ns)
 
     def rank(self, token: bytes) -> int | None:
         """The rank of ``token`` (None: not a token)."""
@@ -112,8 +117,9 @@ class Table:
             h = (h + 1) & mask
 
     @staticmethod
-    def build(vocabulary: bytes, source_sha: bytes) -> bytes:
-        """The table's file from the ``.tiktoken`` file (ranks 0, 1, 2, ... in order)."""
+    def build(vocabulary: bytes, source_sha: bytes, stamp: tuple[int, int] = (0, 0)) -> bytes:
+        """The table's file from the ``.tiktoken`` file (ranks 0, 1, 2, ... in order) whose
+        size and mtime are ``stamp``."""
         import binascii
 
         fields = vocabulary.split()
@@ -135,9 +141,7 @@ class Table:
             + struct.pack(f"<{slots}I", *table)
             + b"".join(tokens)
         )
-        head = _HEAD.pack(
-            source_sha, hashlib.sha256(body).digest(), len(tokens), slots, offsets[-1]
-        )
+        head = _HEAD.pack(source_sha, zlib.crc32(body), len(tokens), slots, offsets[-1], *stamp)
         return FORMAT + head + body
 
 
@@ -155,22 +159,27 @@ def cache_folder() -> Path | None:
 
 
 def load_table(vocabulary: Path, sha256: str) -> Table:
-    """The table for ``vocabulary`` (whose sha256 must be ``sha256``): from the cache, else
-    made from the file (ValueError when the file is not the one expected) and cached."""
+    """The table for ``vocabulary`` (whose sha256 must be ``sha256``): from the cache when it
+    was made from the file as it is (the same size and mtime), else made from the file
+    (ValueError when the file is not the one expected) and cached."""
     folder = cache_folder()
     path = folder / f"cl100k-{sha256[:16]}.table" if folder is not None else None
+    st = vocabulary.stat()
+    stamp = (st.st_size, st.st_mtime_ns)
     if path is not None:
         try:
             table = Table(path.read_bytes())
         except (OSError, ValueError):
             pass
         else:
-            if table.data[len(FORMAT) : len(FORMAT) + 32] == bytes.fromhex(sha256):
+            if table.source == (bytes.fromhex(sha256), *stamp):
                 return table
+    import hashlib  # only to make the table
+
     data = vocabulary.read_bytes()
     if hashlib.sha256(data).hexdigest() != sha256:
         raise ValueError(f"hash mismatch for {vocabulary}")
-    made = Table.build(data, bytes.fromhex(sha256))
+    made = Table.build(data, bytes.fromhex(sha256), stamp)
     if path is not None:
         _write(path, made)
     return Table(made)
