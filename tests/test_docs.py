@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 import click
 
 from helpers import OFFLINE, every_command
+from memdir import records
 from memdir.cli import COMMANDS, cli
 from memdir.settings import SECTIONS, Settings
 
@@ -43,7 +43,7 @@ def test_settings_doc_lists_every_setting() -> None:
     missing = [
         f"{section}.{f.name}"
         for section in SECTIONS
-        for f in dataclasses.fields(getattr(settings, section))
+        for f in records.fields(getattr(settings, section))
         if f"`{section}.{f.name}`" not in text
     ]
     assert not missing, f"docs/settings.md does not describe: {missing}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import sqlite3
 from collections.abc import Iterator
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from memdir import records
 from memdir.files.store import Store
 from memdir.index import postings
 from memdir.index.search import Filters, fts_query, query_words
@@ -168,10 +168,8 @@ def test_context_counts_are_stored_per_column(big: Memory) -> None:
 def test_hybrid_lexical_ids_use_the_postings(big: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     conn = big.index.conn
     for weight in (0.3, 0.1, 2.5):
-        search = dataclasses.replace(big.settings.search, previous_weight=weight)
-        monkeypatch.setattr(
-            big.retrieval, "settings", dataclasses.replace(big.settings, search=search)
-        )
+        search = records.replace(big.settings.search, previous_weight=weight)
+        monkeypatch.setattr(big.retrieval, "settings", records.replace(big.settings, search=search))
         for query in QUERIES:
             for flt in FILTERS:
                 monkeypatch.setattr(postings, "DEFAULT", FTS5)

@@ -17,13 +17,13 @@ import re
 import secrets
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import tomli_w
 
 from .errors import ConfigError, Forbidden, InvalidInput, Unauthorized
+from .records import recordclass
 
 SCOPES: tuple[str, ...] = ("read", "write", "admin")
 TOKEN_PREFIX = "mdt_"
@@ -57,7 +57,7 @@ def normalize_prefix(prefix: str | None) -> str:
     return "/".join(parts) + "/"
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class TokenEntry:
     """One configured token (its hash, never the token itself)."""
 
@@ -111,7 +111,7 @@ def parse_entries(raw: Iterable[Mapping[str, Any]]) -> list[TokenEntry]:
     return entries
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Principal:
     """Who is calling: a token's name, scope and prefix (``""`` = the whole store)."""
 

@@ -7,27 +7,26 @@ setting and is documented in ``docs/settings.md`` (a test checks this).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .records import field, fields, recordclass, replace
 
 # Settings are never compared or hashed by value, so no class has eq (the __eq__ and __hash__
-# dataclasses would generate cost every hook process about 3 ms at import).
+# a record would get are never used).
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class MemorySettings:
     episodes_path_prefix: str = "episodes/"
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class StoreSettings:
     max_file_bytes: int = 32 * 1024 * 1024
     git_commit: bool = True
@@ -37,7 +36,7 @@ class StoreSettings:
     sync_interval_seconds: float = 0.0
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class SearchSettings:
     default_limit: int = 10
     mode: str = "auto"
@@ -53,7 +52,7 @@ class SearchSettings:
     date_scale_days: float = 7.0
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class EmbeddingsSettings:
     enabled: bool = True
     inline_limit: int = 2000
@@ -70,7 +69,7 @@ class EmbeddingsSettings:
     chunk_overlap: int = 40
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class RerankSettings:
     provider: str = ""
     depth: int = 20
@@ -80,7 +79,7 @@ class RerankSettings:
     timeout_seconds: float = 10.0
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class LLMSettings:
     provider: str = ""
     base_url: str = ""
@@ -89,7 +88,7 @@ class LLMSettings:
     timeout_seconds: float = 30.0
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class TurnSettings:
     compactor: str = "default"
     compact_max_chars: int = 1200
@@ -105,7 +104,7 @@ class TurnSettings:
     context_item_chars: int = 800
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class EngineSettings:
     snapshot_token_cap: int = 1500
     distill_age_days: int = 14
@@ -127,7 +126,7 @@ class EngineSettings:
     answer_newer_similarity: float = 0.4  # query: ... when its claim is this close to the best's
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 3333
@@ -141,7 +140,7 @@ class ServerSettings:
     watch: bool = True
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class SyncSettings:
     remote: str = "origin"
     branch: str = ""  # the branch checked out
@@ -149,7 +148,7 @@ class SyncSettings:
     interval_seconds: float = 60.0
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class IndexSettings:
     engine: str = "sqlite"  # or "postgres" (docs/postgres.md)
     dsn: str = ""  # the Postgres connection string (libpq's key=value or a postgresql:// URL)
@@ -157,7 +156,7 @@ class IndexSettings:
     connect_timeout_seconds: float = 5.0
 
 
-@dataclass(frozen=True, eq=False)
+@recordclass(frozen=True, eq=False)
 class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -176,7 +175,7 @@ class Settings:
         return _apply(self, sections, source="override")
 
 
-SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings))
+SECTIONS: tuple[str, ...] = tuple(f.name for f in fields(Settings))
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("store", "durability"): ("full", "rename"),
     # The same names as retrieval.MODES and tokens.COUNTER_NAMES (a test keeps them equal).
@@ -270,7 +269,7 @@ def _apply(base: Settings, data: Mapping[str, Any], source: str) -> Settings:
         if not isinstance(values, Mapping):
             raise ConfigError(f"{source}: [{section}] must be a table")
         current = getattr(base, section)
-        names = {f.name for f in dataclasses.fields(current)}
+        names = {f.name for f in fields(current)}
         updates = {}
         for key, value in values.items():
             if key not in names:
@@ -282,14 +281,14 @@ def _apply(base: Settings, data: Mapping[str, Any], source: str) -> Settings:
                     f"{source}: {section}.{key} must be one of {', '.join(allowed)}, "
                     f"got {updates[key]!r}"
                 )
-        changed[section] = dataclasses.replace(current, **updates)
-    return dataclasses.replace(base, **changed)
+        changed[section] = replace(current, **updates)
+    return replace(base, **changed)
 
 
 def _from_env(base: Settings, environ: Mapping[str, str]) -> Settings:
     data: dict[str, dict[str, Any]] = {}
     for section in SECTIONS:
-        for f in dataclasses.fields(getattr(base, section)):
+        for f in fields(getattr(base, section)):
             name = f"MEMDIR_{section.upper()}_{f.name.upper()}"
             if name in environ and f.name != "tokens":
                 data.setdefault(section, {})[f.name] = environ[name]
@@ -331,7 +330,7 @@ def default_config_toml() -> str:
     lines = ["# memdir settings; see docs/settings.md for every key.", ""]
     for section in SECTIONS:
         lines.append(f"[{section}]")
-        for f in dataclasses.fields(getattr(Settings(), section)):
+        for f in fields(getattr(Settings(), section)):
             value = getattr(getattr(Settings(), section), f.name)
             if f.name == "tokens":
                 continue

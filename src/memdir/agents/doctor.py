@@ -15,10 +15,10 @@ import subprocess
 import time
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..records import recordclass
 from . import CLAUDE_CODE
 from .install import places
 from .wiring import SERVER_NAME, is_memdir_hook
@@ -35,7 +35,7 @@ _INITIALIZE = {
 }
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Check:
     ok: bool
     what: str

@@ -25,10 +25,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +77,9 @@ def run(
     notes: list[str] = [f"usage: {p}" for p in problems or ()]
     captured = io.StringIO()
     try:
-        with contextlib.redirect_stderr(captured), _logging_to(captured):
+        # memdir's log records go there too: no handler is set in a hook process, so
+        # logging's last resort writes them to (the redirected) stderr.
+        with contextlib.redirect_stderr(captured):
             out = handle(
                 agent,
                 event,
@@ -459,19 +460,6 @@ def from_spool(events: list[dict[str, Any]], agent: str, session: str) -> Transc
             turns[-1].worklog.append(line.encode("utf-8") + b"\n")
             turns[-1].tool_calls += 1
     return Transcript(agent, session, turns)
-
-
-@contextlib.contextmanager
-def _logging_to(stream: io.StringIO) -> Iterator[None]:
-    """memdir's log records (a git commit retried, an index repaired) go to ``stream``."""
-    handler = logging.StreamHandler(stream)
-    handler.setLevel(logging.WARNING)
-    logger = logging.getLogger("memdir")
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
 
 
 def _log(

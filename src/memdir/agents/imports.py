@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..records import field, recordclass
 from . import transcripts
 from .record import record_transcript
 
@@ -44,7 +44,7 @@ def transcript_files(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-@dataclass
+@recordclass
 class Summary:
     """What an import did (or, with ``dry_run``, would do)."""
 

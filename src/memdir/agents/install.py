@@ -32,11 +32,11 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InvalidInput
+from ..records import recordclass
 from . import CLAUDE_CODE, CODEX
 from .plugin import text
 from .wiring import SERVER_NAME, hooks_table, is_memdir_hook, mcp_server
@@ -44,7 +44,7 @@ from .wiring import SERVER_NAME, hooks_table, is_memdir_hook, mcp_server
 Edit = Callable[[bytes | None], bytes | None]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Change:
     """One file to change: what it holds now and what it will hold (None: absent)."""
 

@@ -16,12 +16,12 @@ file; a turn whose record exists is not written again. Its fields:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..doc.ids import derived_id
 from ..doc.turnrecord import MAX_PARENTS, parent_path, turn_path
 from ..errors import MemdirError
+from ..records import field, recordclass
 from .transcripts import Transcript, Turn
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ ANSWERED = "answered"
 OPEN = "open"
 
 
-@dataclass
+@recordclass
 class Outcome:
     """What recording a transcript did: ids added, ids already there, turns skipped."""
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import time
@@ -40,6 +39,8 @@ def session_dir(root: Path, agent: str, session: str) -> Path:
     """The folder of one session (its name is safe whatever the session id holds)."""
     name = _SAFE.sub("_", session)[:80]
     if name != session or not name.strip("._"):
+        import hashlib  # only for a session id that is not a safe name
+
         name = f"{name}-{hashlib.sha256(session.encode('utf-8')).hexdigest()[:12]}"
     return root / ".memdir" / HOOKS_DIR / f"{agent}-{name}"
 

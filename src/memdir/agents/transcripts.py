@@ -24,12 +24,12 @@ import json
 import re
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..doc.turnrecord import is_turn_id
+from ..records import field, recordclass
 from . import AGENTS, CLAUDE_CODE, CODEX
 
 __all__ = ["AGENTS", "CLAUDE_CODE", "CODEX", "Transcript", "Turn", "parse", "read"]
@@ -51,7 +51,7 @@ _CODEX_CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_se
 _CODEX_RESULTS = {"function_call_output", "custom_tool_call_output"}
 
 
-@dataclass
+@recordclass
 class Turn:
     """One prompt-to-answer turn of a transcript."""
 
@@ -80,7 +80,7 @@ class Turn:
         return [r for r in self.reads if r not in turns and not _TURN_FILE.search(r)]
 
 
-@dataclass
+@recordclass
 class Transcript:
     """A transcript read into turns; ``skipped`` lists (line number, reason); ``end`` is
     where its last whole line ends, in bytes (what a later read can start from)."""

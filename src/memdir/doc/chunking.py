@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from ..records import recordclass
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Chunk:
     """A window of the source text: ``text == source[start:end]``."""
 

@@ -26,11 +26,11 @@ import copy
 import io
 import re
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
 from typing import Any
 
 from memdir.errors import InvalidDocument
 
+from ..records import recordclass
 from .fastyaml import fast_load
 from .lazyregex import LazyRegex
 from .scalars import (
@@ -46,7 +46,7 @@ __all__ = ["Parsed", "edit", "json_value", "load_strict", "parse", "plain_type",
 _CLOSE_RE = LazyRegex(r"^---[ \t]*\r?$", re.MULTILINE)
 
 
-@dataclass(slots=True)
+@recordclass(slots=True)
 class Parsed:
     """The result of :func:`parse`."""
 

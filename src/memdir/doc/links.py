@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
+from ..records import recordclass
 from .lazyregex import LazyRegex
 
 __all__ = ["Link", "Section", "extract", "section", "sections", "title_of"]
@@ -43,7 +43,7 @@ class Link(NamedTuple):
     offset: int = 0  # position of the link in the body
 
 
-@dataclass(frozen=True, slots=True)
+@recordclass(frozen=True, slots=True)
 class Section:
     """An ATX heading and everything under it up to the next heading of the same or higher level.
 

@@ -23,9 +23,8 @@ is never less than what the engine reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import InvalidQuery
+from ..records import recordclass
 from .lazyregex import LazyRegex
 
 MAX_PATTERN_CHARS = 2000
@@ -43,7 +42,7 @@ _COUNT = LazyRegex(r"^\s*(\d*)\s*(?:,\s*(\d*)\s*)?$")
 _BRACED_ESCAPE = frozenset("pPNxX")
 
 
-@dataclass
+@recordclass
 class _Group:
     weight: int = 0
     last: int = 0  # the weight of the atom a following count repeats

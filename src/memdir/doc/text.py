@@ -75,3 +75,10 @@ def read_utf8(path: Path) -> str:
             f"{path.name} is not valid UTF-8 text ({exc.reason} at byte {exc.start}); "
             "fix or restore it"
         ) from None
+
+
+def content_hash(data: bytes) -> str:
+    """The SHA-256 of a document's bytes, in hex: what the index and the store compare."""
+    import hashlib  # here, not at the top: a hook whose index is in step never hashes
+
+    return hashlib.sha256(data).hexdigest()

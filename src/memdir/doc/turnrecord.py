@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidDocument, InvalidInput, MemdirError
+from ..records import field, recordclass
 from . import frontmatter, links, paths
 from .ids import id_time_ms
 from .lazyregex import LazyRegex
@@ -50,7 +50,7 @@ _OUTPUT_SEP = "\n\n## Output\n\n"
 # -- the record ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class TurnRecord:
     """One turn. ``extra`` holds further frontmatter (compactor, compact_error, derived-from)."""
 

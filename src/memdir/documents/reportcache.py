@@ -4,12 +4,12 @@ placeholders, filled in when the report is read."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from .. import lazy
 from ..kiwi import gojson
+from ..records import recordclass
 
 if TYPE_CHECKING:
     from ..kiwi import report as coverage
@@ -17,7 +17,7 @@ else:  # the report's module costs a hook ~15 ms; loaded when a file's facts are
     coverage = lazy.module("memdir.kiwi.report")
 
 
-@dataclass
+@recordclass
 class ReportText:
     """The report's KiwiFS JSON (no trailing newline) and the fields commands check."""
 
@@ -32,7 +32,7 @@ _AVG = "\x01avg_age_days"
 _EXPIRED = "\x01expired_count"
 
 
-@dataclass
+@recordclass
 class ReportEntry:
     """A cached report: its JSON text with placeholders, and what fills them."""
 

@@ -12,19 +12,19 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import lazy
 from ..doc import links, paths, patterns, provenance
-from ..doc.text import one_line
+from ..doc.text import content_hash, one_line
 from ..doc.turnrecord import TURNS_DIR, WORKLOG_SUFFIX
 from ..doc.where import parse_where
 from ..errors import ConfigError, IndexBusy, InvalidInput, InvalidQuery, NotFound
-from ..files.store import Store, WriteResult, content_hash
+from ..files.store import Store, WriteResult
 from ..index import Difference, Index, SyncStats, listing, watch
 from ..index.search import Filters, Hit, bm25
+from ..records import field, recordclass, replace
 from ..settings import Settings
 from . import grep as grepping
 from .grep import around, grep_line
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     pass
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ReadResult:
     path: str
     content: str
@@ -55,7 +55,7 @@ class ReadResult:
         }
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class GrepHit:
     path: str
     line: int
@@ -65,7 +65,7 @@ class GrepHit:
         return {"path": self.path, "line": self.line, "text": self.text}
 
 
-@dataclass
+@recordclass
 class DoctorReport:
     difference: Difference
     ok: bool = field(init=False)

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ from ..doc import frontmatter
 from ..doc.ids import new_id
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..kiwi import report as coverage
+from ..records import field, recordclass, replace
 from . import routing, updates, wiki
 from .files import Batch
 from .harness import Harness
@@ -42,7 +41,7 @@ from .writer import (
 PACKET_KIND = "memdir.consolidate.plan"
 
 
-@dataclass
+@recordclass
 class Outcome:
     articles: list[str] = field(default_factory=list)
     quarantined: list[dict[str, str]] = field(default_factory=list)
@@ -238,7 +237,7 @@ def run(
                 )
                 rel = subject.path
                 text = merged.text
-                problems = check(dataclasses.replace(request, topic=subject.topic), text)
+                problems = check(replace(request, topic=subject.topic), text)
                 if problems:
                     raise InvalidInput(f"{src.path}: the update of {rel} fails: {problems[0]}")
                 action = merged.action

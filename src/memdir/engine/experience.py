@@ -9,7 +9,6 @@ first (:meth:`Experience.recaller`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from ..doc import frontmatter, ids
 from ..doc.text import one_line, read_utf8
 from ..doc.tokencount import count as count_tokens
 from ..errors import InvalidDocument, InvalidInput
+from ..records import replace
 
 if TYPE_CHECKING:
     from ..files.store import Store
@@ -272,7 +272,7 @@ class Experience:
                 ep.path, frontmatter.edit(text, lambda fm: fm.__setitem__("distilled", True))
             )
         gone = {e.path for e in stamped}
-        live = [dataclasses.replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
+        live = [replace(e, distilled=e.distilled or e.path in gone) for e in episodes]
         merged = _distilled_entries(self._root / "LESSONS.md", live, moment)
         lessons_text = reflect.render_lessons(lessons, merged_from=merged)
         lessons_file = self._root / "LESSONS.md"

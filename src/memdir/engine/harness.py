@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..doc.text import read_utf8
 from ..errors import ConfigError, HarnessChanged
+from ..records import recordclass
 from ..settings import harness_digest, pin, pin_harness, pinned, pinned_harness
 from .program import data_items, split_sections
 
@@ -35,7 +35,7 @@ FOOTNOTE_DEF = re.compile(r"^\[\^([^\]\s]+)\]:\s*(.*)$", re.MULTILINE)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(.*)$")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Harness:
     article_type: str
     required_keys: tuple[str, ...]

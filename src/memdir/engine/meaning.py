@@ -24,12 +24,12 @@ and also beats the background. The settings and their calibration: docs/engine.m
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..index.routevectors import VectorCache
+from ..records import recordclass
 from .program import Bundle
 from .routing import Route
 from .routing import score as lexical_score
@@ -43,7 +43,7 @@ Embed = Callable[[Sequence[str]], Any]
 """Texts -> an L2-normalised float32 matrix, one row per text (``Embedder.embed``)."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Tuning:
     margin: float = 0.0  # best evidence minus background needed to file
     second: float = 0.05  # a second bundle within this much of the first

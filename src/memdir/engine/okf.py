@@ -12,11 +12,11 @@ import datetime as _dt
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
 from ..doc import frontmatter, links
+from ..records import recordclass
 
 OKF_VERSION = "0.2"
 RESERVED = ("index.md", "log.md")
@@ -26,7 +26,7 @@ _ENTRY = re.compile(
 _DATE_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2})(?::.*)?$")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Entry:
     title: str
     url: str
@@ -100,7 +100,7 @@ def render_index(
     return body
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class LogEntry:
     date: str  # YYYY-MM-DD
     text: str
@@ -176,7 +176,7 @@ def check_log(text: str) -> list[str]:
     return problems
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Reference:
     """One cross-reference of a bundle file: what names another file.
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter, paths
 from ..index import routevectors as vectorcache
 from ..kiwi import report as coverage
+from ..records import recordclass
 from . import meaning, routing, spread, updates, wiki
 from .files import markdown_under
 from .harness import body_sections, claims
@@ -23,7 +23,7 @@ from .terms import slugify
 from .writer import SourceDoc, source_title
 
 
-@dataclass
+@recordclass
 class Source:
     path: str
     episode_id: str
@@ -55,7 +55,7 @@ class Source:
         return SourceDoc(sid, self.path, self.episode_id, title, self.body)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Router:
     """How a run routes: by meaning when ``embed`` is given, else by words (``why``).
 

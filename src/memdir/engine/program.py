@@ -15,13 +15,13 @@ section grammar serves ``HARNESS.md`` (see :mod:`memdir.engine.harness`).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import InvalidInput, MemdirError, ProgramError
+from ..records import asdict, field, recordclass, replace
+from ..records import fields as record_fields
 
 _HEADING = re.compile(r"^##\s+(?P<name>.+?)\s*#*\s*$")
 _ITEM = re.compile(r"^[-*]\s+`?(?P<key>[^`:]+?)`?\s*:\s*(?P<value>.*?)\s*$")
@@ -30,7 +30,7 @@ BUNDLE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 E = TypeVar("E", bound=MemdirError)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Item:
     """One ``- key: value`` line of a data section."""
 
@@ -39,7 +39,7 @@ class Item:
     line: int
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Section:
     name: str
     line: int
@@ -100,13 +100,13 @@ def data_items(section: Section, source: str, error: type[E]) -> list[Item]:
     return items
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Bundle:
     name: str
     scope: str
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Budgets:
     index_reads: int = 6
     article_bodies: int = 3
@@ -117,21 +117,21 @@ class Budgets:
     related: int = 5
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Thresholds:
     routing: float = 0.15
     quarantine: float = 0.05
     distill_age_days: int = 14
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class SnapshotPolicy:
     token_cap: int = 1500
     recent_episodes: int = 5
     lessons: int = 10
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Program:
     identity: str = ""
     bundles: tuple[Bundle, ...] = ()
@@ -165,7 +165,7 @@ _T = TypeVar("_T")
 
 
 def _fill(cls: type[_T], items: list[Item], source: str, rule: Callable[[Item, type], Any]) -> _T:
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in record_fields(cls)}
     values: dict[str, Any] = {}
     for item in items:
         f = fields.get(item.key)
@@ -234,12 +234,12 @@ def with_settings(program: Program, engine: Any) -> Program:
     thresholds = program.thresholds
     snapshot = program.snapshot
     if engine.quarantine_threshold != default.quarantine_threshold:
-        thresholds = dataclasses.replace(thresholds, quarantine=engine.quarantine_threshold)
+        thresholds = replace(thresholds, quarantine=engine.quarantine_threshold)
     if engine.distill_age_days != default.distill_age_days:
-        thresholds = dataclasses.replace(thresholds, distill_age_days=engine.distill_age_days)
+        thresholds = replace(thresholds, distill_age_days=engine.distill_age_days)
     if engine.snapshot_token_cap != default.snapshot_token_cap:
-        snapshot = dataclasses.replace(snapshot, token_cap=engine.snapshot_token_cap)
-    return dataclasses.replace(program, thresholds=thresholds, snapshot=snapshot)
+        snapshot = replace(snapshot, token_cap=engine.snapshot_token_cap)
+    return replace(program, thresholds=thresholds, snapshot=snapshot)
 
 
 def _bundle_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -297,4 +297,4 @@ def remove_bundle(text: str, name: str) -> str:
 
 def as_dict(program: Program) -> Mapping[str, Any]:
     """A JSON-ready view (for ``--json`` outputs and work packets)."""
-    return dataclasses.asdict(program)
+    return asdict(program)

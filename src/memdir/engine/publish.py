@@ -21,7 +21,6 @@ import posixpath
 import re
 import subprocess
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ from ..doc import frontmatter
 from ..errors import ConfigError, Conflict, GitError, InvalidInput, NotFound, UnsafePath
 from ..files.gitrun import identity_env
 from ..files.locks import FileLock
+from ..records import field, recordclass
 from . import okf
 from .program import BUNDLE_NAME
 
@@ -113,7 +113,7 @@ def blob_id(data: bytes) -> str:
 # -- what one commit of the bundle holds ----------------------------------------------------
 
 
-@dataclass
+@recordclass
 class Snapshot:
     files: dict[str, tuple[str, str]]  # repository path -> (mode, blob)
     relations: bytes  # relations.json
@@ -121,7 +121,7 @@ class Snapshot:
     cross: int = 0
 
 
-@dataclass
+@recordclass
 class _Reader:
     """Reads the bundle at any store commit; parsed article blobs are kept by blob id."""
 
@@ -202,7 +202,7 @@ def carriable(resource: str) -> bool:
 # -- the target ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Target:
     to: str
     repo: Path  # the repository the commits are imported into

@@ -10,13 +10,13 @@ there: a bundle named by the source wins over routing.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter
 from ..errors import InvalidInput, NotFound
 from ..files.locks import FileLock
+from ..records import recordclass
 from .consolidate import free_path
 from .files import Batch, markdown_under
 
@@ -24,7 +24,7 @@ QUARANTINE = "quarantine"
 _STAMPS = ("quarantine_reason", "quarantined_at", "route_scores")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Entry:
     """One quarantined source."""
 

@@ -7,11 +7,11 @@ import math
 import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter
+from ..records import field, recordclass
 from . import okf
 from .files import markdown_under
 from .harness import FOOTNOTE_DEF, FOOTNOTE_REF, body_sections, claims
@@ -23,7 +23,7 @@ NOT_FOUND = "nothing in this memory answers the question"
 Embed = Callable[[list[str]], Any]
 
 
-@dataclass
+@recordclass
 class Answer:
     path: str
     title: str
@@ -48,7 +48,7 @@ class Answer:
         }
 
 
-@dataclass
+@recordclass
 class Recall:
     question: str
     answers: list[Answer] = field(default_factory=list)
@@ -221,7 +221,7 @@ def run(
     return recall
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Newer:
     """When a later page answers the question with another value (see :func:`prefer_newer`):
     its relevance is at least ``ratio`` of the best's and, by meaning, its claim is at least

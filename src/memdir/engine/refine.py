@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter, links
 from ..doc.text import read_utf8
+from ..records import field, recordclass
 from . import okf, reflect, wiki
 from .files import markdown_under
 from .harness import Harness, validate_article
@@ -20,7 +20,7 @@ from .program import Program
 EXPERIENCE = ("episodes/operational", "episodes/life", "episodes/signal")
 
 
-@dataclass
+@recordclass
 class Audit:
     defects: dict[str, list[str]] = field(default_factory=dict)
     okf: dict[str, list[str]] = field(default_factory=dict)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..doc import frontmatter
+from ..records import field, recordclass
 from .harness import body_sections, claims
 from .terms import term_set
 
@@ -51,7 +51,7 @@ def parse_time(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Episode:
     path: str
     episode_id: str
@@ -137,7 +137,7 @@ def read_episode(path: str, text: str) -> tuple[Episode | None, list[str]]:
     )
 
 
-@dataclass
+@recordclass
 class Lesson:
     key: str
     text: str
@@ -166,7 +166,7 @@ MEANING_THRESHOLD = 0.43  # cosine of two MiniLM vectors
 WORDS_THRESHOLD = 0.13  # Jaccard overlap of two insights' content terms
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Likeness:
     """How alike insights are: ``pairwise(texts)`` is the square matrix of similarities and
     two insights say the same thing at ``threshold`` or above. ``name`` says which."""

@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, NotFound, SyncError
 from ..files import sync as gitsync
 from ..files.atomic import atomic_write
+from ..records import recordclass
 from . import files, wiki
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def regenerate(engine: KnowledgeEngine, touched: list[str] | None = None) -> lis
     return written
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class _Scope:
     every: bool = False
     bundles: frozenset[str] = frozenset()

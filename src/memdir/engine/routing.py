@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
+from ..records import field, recordclass
 from .program import Bundle
 from .terms import STOPWORDS, stem, term_set, terms, words
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Route:
     bundles: tuple[str, ...]
     scores: Mapping[str, float]

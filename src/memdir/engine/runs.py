@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..doc.text import read_utf8
+from ..records import recordclass
 
 HEADER = "timestamp\tverb\tstatus\tnotes\n"
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Run:
     timestamp: str
     verb: str

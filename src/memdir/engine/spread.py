@@ -27,10 +27,10 @@ docs/engine.md, "Routing".
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..index.routevectors import VectorCache
+from ..records import recordclass
 from .meaning import (
     BACKGROUND_SCOPE_CUT,
     Embed,
@@ -50,7 +50,7 @@ MEMBER_LIMIT = 64  # per bundle, the articles nearest the sources that join the 
 CHUNK = 1024  # sources whose cosines with every text are computed at once
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class SpreadTuning:
     margin: float = -0.2  # the best bundle's share minus the background's, needed to file
     second: float = 0.6  # a second bundle with at least this fraction of the first's share

@@ -20,13 +20,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter
 from ..doc.turnrecord import TURNS_DIR, TurnRecord, parse_turn, says_nothing_new
 from ..errors import InvalidDocument
+from ..records import field, recordclass
 from .files import Batch
 from .terms import slugify
 
@@ -42,7 +42,7 @@ _DECISION = re.compile(
 )
 
 
-@dataclass
+@recordclass
 class Folded:
     """What a fold did: the pages written, the turns folded, and turns it could not read;
     ``threads`` keeps, per page written, its thread and every turn it cites (what the turn
@@ -66,7 +66,7 @@ class Folded:
         }
 
 
-@dataclass
+@recordclass
 class Pending:
     """One thread with turns to fold: its page, the page's current merged-from, every turn
     the page will cite (oldest first) and the new ones among them."""

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter
 from ..doc.turnrecord import TurnRecord
 from ..errors import InvalidInput, ProviderError
+from ..records import recordclass
 from . import placing, routing, threads, wiki
 from .files import Batch
 from .harness import Harness
@@ -46,7 +46,7 @@ def facts(turns: Sequence[TurnRecord], *, asked: bool = False) -> str:
     return "\n\n".join(paragraphs)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Filing:
     program: Program
     harness: Harness

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..doc import frontmatter
+from ..records import recordclass
 from .harness import FOOTNOTE_REF, body_sections, claims
 from .terms import term_set
 
@@ -139,7 +139,7 @@ Similarity = Callable[[Sequence[str], str], Sequence[float]]
 """Texts and one text -> the cosine of each with it."""
 
 
-@dataclass
+@recordclass
 class Merged:
     text: str
     action: str  # "updated" or "duplicate"

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..doc import frontmatter
+from ..records import recordclass
 from . import okf
 from .files import Batch, markdown_under
 from .program import Program
 from .writer import RelatedArticle
 
 
-@dataclass
+@recordclass
 class Article:
     path: str  # store-relative
     bundle: str

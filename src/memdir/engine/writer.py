@@ -13,13 +13,13 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..doc import frontmatter
 from ..errors import ProviderError
 from ..providers.openai import OpenAIClient
 from ..providers.plugins import hookimpl
+from ..records import field, recordclass
 from . import okf
 from .harness import Harness, validate_article
 from .program import Budgets
@@ -32,7 +32,7 @@ _ADVICE = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class SourceDoc:
     id: str  # footnote key, unique inside the article
     resource: str  # store-relative path of the source
@@ -41,14 +41,14 @@ class SourceDoc:
     text: str  # body, frontmatter removed
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class RelatedArticle:
     path: str  # bundle-relative, "/topic/slug.md"
     title: str
     description: str
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class WriteRequest:
     bundle: str
     topic: str
@@ -59,7 +59,7 @@ class WriteRequest:
     recall: tuple[str, ...] = ()  # lessons and relevant past episodes, recalled first
 
 
-@dataclass
+@recordclass
 class Draft:
     title: str
     description: str

@@ -4,18 +4,21 @@ synced; temp files a dead process left behind are found by the pid in their name
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .. import lazy
 from ..doc.lazyregex import LazyRegex
 from ..errors import Conflict
 
-log = logging.getLogger("memdir.store")  # the store's own log, as before
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+log = lazy.logger("memdir.store")  # the store's own log, as before
 
 TEMP_NAME_BYTES = 40  # of the target's name kept in its temp file's name
 TEMP_SUFFIX = ".tmp"
@@ -71,6 +74,8 @@ _pool_mutex = threading.Lock()
 
 def _sync_pool() -> ThreadPoolExecutor:
     """Threads that run fsync calls beside the caller (made again after a fork)."""
+    from concurrent.futures import ThreadPoolExecutor  # a process that never writes has none
+
     global _pool
     with _pool_mutex:
         if _pool is None or _pool[0] != os.getpid():

@@ -8,10 +8,10 @@ import os
 import re
 import time
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..records import field, recordclass
 
 log = logging.getLogger("memdir.http")
 
@@ -60,7 +60,7 @@ def read_config(path: Path) -> dict[str, Path]:
     return out
 
 
-@dataclass
+@recordclass
 class Catalogue:
     """The stores a server knows: fixed ones (flags) and a config file read when it changes."""
 

@@ -42,16 +42,16 @@ from __future__ import annotations
 import atexit
 import fcntl
 import json
-import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import lazy
 from ..errors import Conflict, GitError
+from ..records import field, recordclass
 from . import claims, journal
 from .gitrun import (
     ADD,
@@ -69,7 +69,7 @@ BOOK_SUFFIX = ".commits"
 MAX_DELAY_FACTOR = 10
 
 
-log = logging.getLogger("memdir.git")
+log = lazy.logger("memdir.git")
 
 
 def _nul_list(paths: list[str]) -> bytes:
@@ -85,7 +85,7 @@ def _on_disk(path: str) -> bytes | None:
     return None if b"\0" in name else name
 
 
-@dataclass
+@recordclass
 class _Batch:
     """Paths written by one actor, with the messages of the writes."""
 

@@ -3,16 +3,16 @@ and telling a git lock file that a killed git left behind from one git still hol
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from contextlib import suppress
 from pathlib import Path
 
+from .. import lazy
 from ..doc.lazyregex import LazyRegex
 from ..errors import GitError
 
-log = logging.getLogger("memdir.git")  # the git log's own logger
+log = lazy.logger("memdir.git")  # the git log's own logger
 
 STALE_LOCK_SECONDS = 2.0  # git holds index.lock open while it works; a closed one this old is left
 

@@ -5,19 +5,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
-import logging
 import os
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import lazy
 from ..doc import frontmatter, paths, provenance
 from ..doc.text import actor_name as checked_actor
-from ..doc.text import lone_surrogate
+from ..doc.text import content_hash, lone_surrogate
 from ..errors import (
     Conflict,
     GitError,
@@ -28,6 +26,7 @@ from ..errors import (
     TooLarge,
     UnsafePath,
 )
+from ..records import recordclass
 from ..settings import (
     Settings,
     config_path,
@@ -48,16 +47,12 @@ from .journal import Journal, any_dead_owner, recover, tombstone
 from .journal import folder as journal_folder
 from .locks import FileLock
 
-log = logging.getLogger("memdir.store")
+log = lazy.logger("memdir.store")
 
 LOCK_STRIPES = 64
 
 
-def content_hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class WriteResult:
     path: str
     hash: str
@@ -169,6 +164,8 @@ class Store:
 
     @staticmethod
     def _stripe_index(rel: str) -> int:
+        import hashlib
+
         return int(hashlib.sha1(rel.encode()).hexdigest()[:8], 16) % LOCK_STRIPES
 
     @contextmanager

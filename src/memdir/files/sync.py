@@ -20,18 +20,17 @@ sync (git's own ``MERGE_HEAD``), local commits stay until a push takes them.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import posixpath
 import subprocess
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..doc import paths
 from ..errors import ConfigError, GitError, SyncError, UnsafePath
+from ..records import asdict, field, recordclass
 from .atomic import atomic_write
 from .gitrun import clear_stale_git_locks, identity_env
 from .locks import FileLock
@@ -53,7 +52,7 @@ def generated(rel: str) -> bool:
     return rel.startswith("wiki/") and posixpath.basename(rel) in ("index.md", "log.md")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Kept:
     """A file both sides changed: this side's version stays at ``path``, the other side's
     is at ``copy`` (empty when there was nothing to keep: the other side deleted it)."""
@@ -63,7 +62,7 @@ class Kept:
     copy: str = ""
 
 
-@dataclass
+@recordclass
 class Integration:
     before: str  # HEAD before the merge
     after: str  # HEAD after it (equal when nothing arrived)
@@ -411,7 +410,7 @@ def untsv(text: str) -> str:
     return "".join(out)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Open:
     """A file changed on both sides and not resolved yet."""
 
@@ -424,7 +423,7 @@ class Open:
     ledger: str
 
     def as_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+        return asdict(self)
 
 
 def open_conflicts(root: Path) -> list[Open]:

@@ -30,17 +30,16 @@ A torn last record was never acted on: each is written before its change.
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import logging
 import os
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from .. import lazy
 from . import journal
 
-log = logging.getLogger("memdir.undo")
+log = lazy.logger("memdir.undo")
 
 SUFFIX = ".undo"
 
@@ -48,6 +47,8 @@ Write = Callable[[Path, bytes], None]  # writes a file atomically (the store's a
 
 
 def _digest(data: bytes | None) -> str | None:
+    import hashlib  # here, not at the top: a hook that only reads never hashes
+
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 

@@ -24,7 +24,6 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +33,7 @@ import anyio.abc
 
 from ..errors import ConfigError
 from ..files.catalogue import Catalogue
+from ..records import recordclass
 from . import storepicker
 from .serving import ASGIApp, Message, Receive, Scope, Send, _send_json
 
@@ -44,7 +44,7 @@ MCP_PATH = re.compile(r"^/mcp/([^/]+)/?$")
 UI_PATH = re.compile(r"^/stores/([^/]+)(/.*)?$")
 
 
-@dataclass
+@recordclass
 class _Open:
     name: str
     path: Path

@@ -9,20 +9,20 @@ only (:meth:`Index.sync_paths`).
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..doc.paths import inside
+from ..doc.text import content_hash
 from ..doc.turnrecord import TURN_TYPE
 from ..errors import IndexBusy
 from ..files import locks
+from ..records import field, recordclass, replace
 from . import db, postings
 from .db import connect
 from .documents import DocRow, analyze
@@ -37,7 +37,7 @@ WALKED = "walked"
 BULK_CHANGES = 1000  # a sync changing this many files checkpoints the log afterwards
 
 
-@dataclass
+@recordclass
 class SyncStats:
     scanned: int = 0
     added: int = 0
@@ -52,7 +52,7 @@ class SyncStats:
         return self.added + self.updated + self.removed
 
 
-@dataclass
+@recordclass
 class Difference:
     missing_in_index: list[str] = field(default_factory=list)
     missing_on_disk: list[str] = field(default_factory=list)
@@ -280,7 +280,7 @@ class Index:
                 except (FileNotFoundError, IsADirectoryError, PermissionError):
                     continue
                 old = known.get(rel)
-                if not force and old is not None and old[2] == hashlib.sha256(raw).hexdigest():
+                if not force and old is not None and old[2] == content_hash(raw):
                     touched.append((rel, mtime_ns, len(raw)))
                 else:
                     rows.append(analyze(rel, raw, mtime_ns, len(raw)))

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import lazy
 from ..doc import frontmatter, links, paths
+from ..doc.text import content_hash
 from ..doc.turnrecord import without_no_tools_note
+from ..records import recordclass
 
 if TYPE_CHECKING:
     from ..kiwi import report as coverage
@@ -20,7 +20,7 @@ HIDDEN_STATUSES = frozenset({"superseded", "forgotten"})
 LINK_LIST_KEYS = ("related", "contradicts", "supersedes")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class DocRow:
     path: str
     walk_key: bytes
@@ -130,7 +130,7 @@ def analyze(rel: str, raw: bytes, mtime_ns: int, size: int) -> DocRow:
     return DocRow(
         path=rel,
         walk_key=coverage.walk_key(rel),
-        hash=hashlib.sha256(raw).hexdigest(),
+        hash=content_hash(raw),
         mtime_ns=mtime_ns,
         size=size,
         fm=fm_json,

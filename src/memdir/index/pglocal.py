@@ -21,8 +21,9 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from ..records import recordclass
 
 __all__ = ["LocalServer", "find_binaries", "start"]
 
@@ -65,7 +66,7 @@ def find_binaries() -> tuple[Path | None, str]:
     )
 
 
-@dataclass
+@recordclass
 class LocalServer:
     """A server started by :func:`start`; :meth:`stop` ends it, :meth:`restart` starts it again."""
 

@@ -34,10 +34,10 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IndexUnavailable, MissingExtra
+from ..records import recordclass
 from .postings import K1, TOKENIZE, B
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def query_tokens(words: Sequence[str]) -> list[str]:
 # -- the engine -----------------------------------------------------------------------
 
 
-@dataclass
+@recordclass
 class PgSyncStats:
     docs: int = 0
     passages: int = 0

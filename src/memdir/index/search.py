@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..doc.lazyregex import LazyRegex
 from ..errors import InvalidInput, InvalidQuery
+from ..records import asdict, field, recordclass
 from . import postings
 
 _WORD = LazyRegex(r"\w+", re.UNICODE)
@@ -74,7 +74,7 @@ def fts_query(text: str, *, keep_stopwords: bool = False) -> str:
     return " OR ".join('"' + w.replace('"', "") + '"' for w in found)
 
 
-@dataclass
+@recordclass
 class Hit:
     path: str
     title: str
@@ -88,7 +88,7 @@ class Hit:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Filters:
     path_prefix: str | None = None
     kind: str | None = None

@@ -25,9 +25,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import itertools
-import logging
 import os
-import select
 import struct
 import sys
 import threading
@@ -215,6 +213,8 @@ class Watcher:
 
     def run(self) -> None:
         """Handle events until :meth:`stop` (call :meth:`start` first)."""
+        import select  # only the watcher waits on inotify
+
         assert self._inotify is not None
         pending: set[str] = set()
         full = False
@@ -235,6 +235,8 @@ class Watcher:
                 except Exception:
                     # Claim nothing it could not do: stop (the lock goes with it), leave the
                     # cookies, and commands walk the files themselves again.
+                    import logging
+
                     logging.getLogger("memdir.watch").exception(
                         "the watcher could not update the index; it stops"
                     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 from ..doc.lazyregex import LazyRegex
@@ -33,6 +32,8 @@ def go_float(value: float) -> str:
         if sign == "-" and digits.startswith("0"):
             digits = digits[1:]
         return f"{mant}e{sign}{digits}"
+    from decimal import Decimal  # here, not at the top: a hook formats no float
+
     text = format(Decimal(repr(value)), "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")

@@ -17,7 +17,6 @@ import json
 import os
 import tomllib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -25,6 +24,7 @@ from typing import Any, NamedTuple
 from memdir.doc import frontmatter
 
 from ..doc.lazyregex import LazyRegex
+from ..records import field, recordclass
 from .gojson import dumps_go
 
 __all__ = [
@@ -101,7 +101,7 @@ def walk_key(relpath: str) -> bytes:
 # Per-file facts
 
 
-@dataclass(frozen=True, slots=True)
+@recordclass(frozen=True, slots=True)
 class FileFacts:
     """What the report needs from one file, independent of the episodes prefix."""
 
@@ -334,7 +334,7 @@ class FileEntry(NamedTuple):
         return out
 
 
-@dataclass(slots=True)
+@recordclass(slots=True)
 class Report:
     """The memory report; field order is KiwiFS's JSON order."""
 

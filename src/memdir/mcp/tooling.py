@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -14,6 +13,7 @@ from pydantic import Field
 from ..access import LOCAL, Principal, TokenRegistry, authorize_path
 from ..errors import MemdirError
 from ..files import claims
+from ..records import asdict, is_record
 from ..service import Memory
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,8 +59,8 @@ def _default(value: Any) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict):
         return to_dict()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
+    if is_record(value) and not isinstance(value, type):
+        return asdict(value)
     return str(value)
 
 

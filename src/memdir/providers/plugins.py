@@ -8,10 +8,11 @@ fakes through the same manager, so there is no test-only branch in the code.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pluggy
+
+from ..records import recordclass
 
 hookspec = pluggy.HookspecMarker("memdir")
 hookimpl = pluggy.HookimplMarker("memdir")
@@ -81,7 +82,7 @@ def providers(hook: str) -> dict[str, Callable[..., Any]]:
     return found
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Kind:
     """One kind of provider: the hook its plugins register through, its name in messages
     and the setting that names the one to use."""

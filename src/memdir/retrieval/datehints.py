@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+
+from ..records import recordclass
 
 _NAMES = "january february march april may june july august september october november december"
 _MONTHS = {name: number for number, name in enumerate(_NAMES.split(), start=1)}
@@ -45,7 +46,7 @@ _SEASONS = {"spring": (3, 6), "summer": (6, 9), "autumn": (9, 12), "fall": (9, 1
 _ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Window:
     """A half-open UTC time range ``[start, end)`` named by the query."""
 

@@ -9,15 +9,16 @@ Pure logic, no storage.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from ..records import field, recordclass
 
 K = TypeVar("K", bound=Hashable)
 
 DEFAULT_K = 60
 
 
-@dataclass
+@recordclass
 class Fused(Generic[K]):
     """One fused item: its key, fused score and rank per signal (1-based)."""
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ProviderError
 from ..providers import plugins
 from ..providers.openai import OpenAIClient
 from ..providers.plugins import hookimpl
+from ..records import recordclass
 from ..settings import Settings
 
 Entry = Mapping[str, Any]
@@ -76,7 +76,7 @@ class Compactor(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Compaction:
     """The compact text, which compactor produced it, and a failure if one was replaced."""
 

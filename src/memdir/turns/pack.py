@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..doc import frontmatter
@@ -40,6 +39,7 @@ from ..doc.turnrecord import (
 )
 from ..errors import InvalidDocument, InvalidInput, InvalidQuery
 from ..index import dag, turnrows
+from ..records import field, recordclass
 
 if TYPE_CHECKING:
     from ..files.store import Store
@@ -60,7 +60,7 @@ USER_SLACK = 8
 KEYWORD_WINDOW = 100
 
 
-@dataclass
+@recordclass
 class PackItem:
     """One entry of a pack: what it is, why it is there, its text and token count."""
 
@@ -84,7 +84,7 @@ class PackItem:
         }
 
 
-@dataclass
+@recordclass
 class ContextPack:
     """The pack: its items in order, the rendered text, and its token accounting."""
 

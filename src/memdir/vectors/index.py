@@ -32,7 +32,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelMismatch, ProviderError
@@ -40,6 +39,7 @@ from ..index import passages, vectorrows
 from ..index.passages import document_texts
 from ..index.search import Filters
 from ..index.vectorrows import drop_docs, drop_unindexed
+from ..records import recordclass
 from .matrix import ChunkMatrix, Snapshot, exact_scores
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ QUANTISE_FROM = 20_000
 REPLAY_DOCS = 2000
 
 
-@dataclass
+@recordclass
 class VectorSyncStats:
     """What one vector sync did."""
 
@@ -66,7 +66,7 @@ class VectorSyncStats:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class VectorHit:
     doc_id: int
     score: float
@@ -75,7 +75,7 @@ class VectorHit:
     end: int
 
 
-@dataclass
+@recordclass
 class FirstPass:
     """A loaded matrix and, once scored for a query, every row's score and bound."""
 

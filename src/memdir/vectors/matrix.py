@@ -20,10 +20,10 @@ beyond its end, a mask is replaced rather than edited, a compaction makes new bu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..index.vectorrows import ChunkRow
+from ..records import recordclass
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,7 +62,7 @@ def float_error(dim: int) -> float:
     return 2.0 * gamma * 1.01
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Snapshot:
     """The rows one search reads (views of the buffers, never changed afterwards)."""
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import bisect
 import posixpath
-from dataclasses import dataclass, field
 
 from ...index import uirows
+from ...records import field, recordclass
 
 
 def _stem(path: str) -> str:
@@ -29,7 +29,7 @@ def _link_stems(source: str, kind: str, target: str) -> tuple[str, ...]:
     return (base.removesuffix(".md"), base)
 
 
-@dataclass
+@recordclass
 class LinkGraph:
     """The visible documents and their link edges resolved to paths (one index generation).
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ...kiwi import report as coverage
+from ...records import recordclass
 
 PATH_KEY = "episode:path:"
 
@@ -28,7 +28,7 @@ def _covering(key: str) -> str | None:
     return rest if sep and typ in coverage.COMPATIBLE_TYPES else None
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Summary:
     """What the home and coverage pages show of the report, at one moment."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import json
 import logging
@@ -31,6 +30,7 @@ from ...access import LOCAL, Principal, TokenRegistry, authorize_path, hash_toke
 from ...doc import frontmatter
 from ...doc.turnrecord import is_turn_id
 from ...errors import InvalidInput, MemdirError, NotFound, Unauthorized
+from ...records import replace
 from ..sessions import COOKIE, MAX_AGE_SECONDS, Sessions, cookie_value
 from . import render
 from .model import Views
@@ -349,7 +349,7 @@ def turn(request: Request) -> Response:
     ident = record.id
     items, edges = views.dag(principal, ident)
     base = base_of(request)
-    items = [dataclasses.replace(i, href=base + i.href) for i in items]
+    items = [replace(i, href=base + i.href) for i in items]
     return _page(
         request,
         "turn.html",

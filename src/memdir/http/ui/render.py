@@ -13,7 +13,6 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -21,6 +20,8 @@ from urllib.parse import quote
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 from markdown_it.token import Token
+
+from ...records import recordclass
 
 Resolver = Callable[[str], str | None]
 """A wikilink's target -> the store path it names (None: it names nothing)."""
@@ -146,7 +147,7 @@ class Markdown:
 # -- plots ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Point:
     label: str  # the run's time
     value: float
@@ -199,7 +200,7 @@ def trend_svg(points: Sequence[Point], *, title: str, lower_is_better: bool) -> 
 # -- the turn DAG ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class DagItem:
     id: str
     label: str
