@@ -37,6 +37,9 @@ NEVER = (
     "memdir.http",
     "uvicorn",
     "starlette",
+    # memdir declares records without dataclasses (memdir.records), which bring inspect too.
+    "dataclasses",
+    "inspect",
 )
 # A pack is read from the index: nothing reads a file's facts for the memory report, and
 # nothing starts git, copies trees or makes temporary files (each costs milliseconds to import).
@@ -49,6 +52,13 @@ NOT_FOR_A_PACK = (
     "shutil",
     "tempfile",
     "secrets",
+    # Nothing logs, hashes, formats a float or runs a thread pool, and the document verbs
+    # are not built (the pack holds the sync the hook walks after answering).
+    "logging",
+    "hashlib",
+    "decimal",
+    "concurrent.futures",
+    "memdir.documents.verbs",
 )
 # PostToolUse appends to the spool and nothing more: no index, no store, no YAML.
 NOT_FOR_THE_SPOOL = (
@@ -201,8 +211,9 @@ def test_stop_records_the_turn_without_the_engine(
         env, ["hook", "claude-code", "Stop"], session.payload("Stop"), tmp_path / "m.json"
     )
     assert (rc, out, err) == (0, "", "")
-    # Recording a turn looks its compactor up among the plugins, so pluggy is loaded here.
-    assert sorted(m for m in NEVER if m in modules and m != "pluggy") == []
+    # Recording a turn looks its compactor up among the plugins, so pluggy (and the inspect
+    # it imports) is loaded here.
+    assert sorted(m for m in NEVER if m in modules and m not in ("pluggy", "inspect")) == []
     with Memory.open(store_root) as mem:
         (turn,) = mem.thread(session.session, last=5)
         shown = mem.turn_show(turn.id)

@@ -266,3 +266,17 @@ def test_a_where_filter_with_a_list_or_mapping_value_is_invalid_input(store_root
     for value in (["deploy", "ops"], {"name": "deploy"}):
         with pytest.raises(InvalidInput, match="'tags' needs one value"):
             mem.search("deploy", where={"tags": value})
+
+
+def test_a_held_sync_holds_for_the_verbs_built_after_it(filled: Memory) -> None:
+    """A hook holds the sync before any document verb exists (so a pack never builds them);
+    the verbs built later still answer from the index as it stands until a forced sync."""
+    root = filled.root
+    filled.close()
+    (root / "wiki" / "ops" / "flags.md").write_text(page("Flags", "Feature flags gate it."))
+    with Memory.open(root) as mem:
+        mem.hold_sync()
+        assert mem.sync().changed == 0
+        assert bm25(mem, "flags") == []
+        assert "wiki/ops/flags.md" in mem.sync(force=True).changed_paths
+        assert bm25(mem, "flags") == ["wiki/ops/flags.md"]

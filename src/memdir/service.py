@@ -57,6 +57,7 @@ class Memory:
         self.store = store
         self.index = index
         self.settings = settings
+        self._sync_held = False
         # The collaborators are built (and their modules imported) on first use: a hook
         # that only builds a context pack needs the documents and the turns, not the engine.
         if store.crashed:  # a writer died: what it renamed into place may be unindexed
@@ -68,7 +69,10 @@ class Memory:
     def documents(self) -> Documents:
         from .documents.verbs import Documents
 
-        return Documents(self.store, self.index, self.settings)
+        made = Documents(self.store, self.index, self.settings)
+        if self._sync_held:
+            made.hold()
+        return made
 
     @cached_property
     def retrieval(self) -> Retrieval:
@@ -150,13 +154,20 @@ class Memory:
 
     def sync(self, *, force: bool = False) -> SyncStats:
         """Bring the index in step with the files (cheap when nothing changed)."""
+        if self._sync_held and not force and "documents" not in self.__dict__:
+            from .index import SyncStats
+
+            return SyncStats()  # held, and no document verb ran: nothing to ask them
         return self.documents.sync(force=force)
 
     def hold_sync(self) -> None:
         """Let the verbs answer from the index as it stands, without the walk that brings it
         in step first; writes made through memdir still index their own paths. For a caller
-        that walks later itself (``memdir hook``, :mod:`memdir.agents.hooks`)."""
-        self.documents.hold()
+        that walks later itself (``memdir hook``, :mod:`memdir.agents.hooks`): a context
+        pack then never builds the document verbs (nor imports their modules)."""
+        self._sync_held = True
+        if "documents" in self.__dict__:
+            self.documents.hold()
 
     def sync_once(self) -> SyncStats:
         """Sync now, then make later ``sync()`` calls no-ops (one command = one sync)."""
@@ -172,7 +183,11 @@ class Memory:
 
     def close(self) -> None:
         """Stop a watcher this process runs, commit pending git work and close the index."""
-        return self.documents.close()
+        if "documents" in self.__dict__:
+            self.documents.close()
+        else:  # no document verb ran, so no watcher either
+            self.store.close()
+            self.index.close()
 
     def write(
         self,
