@@ -177,3 +177,23 @@ def test_no_module_of_memdir_imports_dataclasses() -> None:
             if "dataclasses" in names:
                 found.append(f"{path.relative_to(src)}:{node.lineno}")
     assert found == []
+
+
+def test_init_is_compiled_by_the_first_instance() -> None:
+    @recordclass
+    class Late:
+        a: int
+        b: int = 2
+
+    class Plain(Late):
+        pass
+
+    assert not Late.__init__.__code__.co_filename.startswith("<record")
+    assert (Plain(1).a, Plain(1).b) == (1, 2)  # the stub is inherited, and compiles Late's
+    assert (
+        Late.__init__.__code__.co_filename
+        == "<record test_init_is_compiled_by_the_first_instance.<locals>.Late>"
+    )
+    assert Late(5, b=6) == Late(5, 6) and Late(5).b == 2
+    with pytest.raises(TypeError):
+        Late()  # type: ignore[call-arg]

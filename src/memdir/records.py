@@ -4,8 +4,9 @@ Every agent hook is a whole process (``memdir hook claude-code EVENT``), and it 
 modules that declare memdir's documents, hits, turns and settings. Declared with
 ``dataclasses``, those classes cost a hook about 15 ms before it did anything: the module
 itself and ``inspect`` with it (about 6 ms), then about 0.6 ms to make each frozen class
-(docs/benchmarks.md, *Agent hooks*). A record costs one small compiled ``__init__``: every
-other method is shared by all records and reads the class's fields.
+(docs/benchmarks.md, *Agent hooks*). A record costs one small ``__init__``, compiled when
+its first instance is made: every other method is shared by all records and reads the
+class's fields.
 
     @recordclass(frozen=True)
     class Hit:
@@ -134,7 +135,7 @@ def _make(cls: type[T], *, frozen: bool, eq: bool, slots: bool) -> type[T]:
     explicit_hash = "__hash__" in body and not (body["__hash__"] is None and "__eq__" in body)
     setattr(cls, FIELDS, every)
     methods: dict[str, Any] = {
-        "__init__": _init(cls, every, frozen),
+        "__init__": _first_init(cls, every, frozen),
         "__repr__": _repr,
         "__match_args__": tuple(f.name for f in every if f.init),
     }
@@ -168,12 +169,38 @@ def _with_slots(cls: type[T], names: tuple[str, ...]) -> type[T]:
     return made
 
 
+def _first_init(cls: type, every: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
+    """``__init__`` until the first instance: it compiles the real one (:func:`_init`) and
+    puts it in its place, so a class a process never instantiates costs no compile (a hook
+    imports about fifty records and makes a dozen)."""
+    _check_order(cls, every)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        real = _init(cls, every, frozen)
+        type.__setattr__(cls, "__init__", real)
+        real(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+def _check_order(cls: type, every: tuple[Field, ...]) -> None:
+    """A field of ``__init__`` without a default may not follow one with (as in Python)."""
+    seen_default = False
+    for f in every:
+        if not f.init:
+            continue
+        if f.default is not MISSING or f.default_factory is not MISSING:
+            seen_default = True
+        elif seen_default:
+            raise TypeError(f"{cls.__name__}.{f.name}: no default, after a field with one")
+
+
 def _init(cls: type, every: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
     """``__init__``, compiled for this field list, as fast as a hand-written one."""
     scope: dict[str, Any] = {"_factory": MISSING, "_set": object.__setattr__}
     params: list[str] = []
     lines: list[str] = []
-    seen_default = False
     for n, f in enumerate(every):
         value = f.name
         if f.default_factory is not MISSING:
@@ -188,14 +215,8 @@ def _init(cls: type, every: tuple[Field, ...], frozen: bool) -> Callable[..., No
             if f.default is not MISSING:
                 scope[f"_d{n}"] = f.default
                 params.append(f"{f.name}=_d{n}")
-                seen_default = True
             elif f.default_factory is not MISSING:
                 params.append(f"{f.name}=_factory")
-                seen_default = True
-            elif seen_default:
-                raise TypeError(
-                    f"{cls.__name__}: field {f.name!r} without a default follows one with"
-                )
             else:
                 params.append(f.name)
         if frozen:
