@@ -164,6 +164,25 @@ def test_a_vocabulary_changed_after_its_table_was_made_is_refused(
         cl100k.load_table(copy, tokens.CL100K_SHA256)
 
 
+def test_two_copies_of_the_vocabulary_keep_a_table_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two installs of memdir (their vocabulary files' mtimes differ) do not take turns
+    making the one table again: each keeps its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    copies = [tmp_path / "a.tiktoken", tmp_path / "b.tiktoken"]
+    for n, copy in enumerate(copies):
+        copy.write_bytes(tokens.CL100K_FILE.read_bytes())
+        os.utime(copy, ns=(1_000_000_000 * (n + 1), 1_000_000_000 * (n + 1)))
+    for copy in copies:
+        cl100k.load_table(copy, tokens.CL100K_SHA256)
+    kept = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache" / "memdir").glob("*.table")}
+    assert len(kept) == 2
+    for copy in copies:
+        assert cl100k.load_table(copy, tokens.CL100K_SHA256).rank(b" hello") is not None
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept  # read, not made again
+
+
 def test_counting_does_not_build_tiktokens_encoder(tmp_path: Path) -> None:
     """A process that only counts never builds the encoder (that is the 0.3 s saved)."""
     code = (

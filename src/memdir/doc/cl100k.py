@@ -163,13 +163,14 @@ def load_table(vocabulary: Path, sha256: str) -> Table:
     was made from the file as it is (the same size and mtime), else made from the file
     (ValueError when the file is not the one expected) and cached."""
     folder = cache_folder()
-    # The format is in the name: processes of memdir versions whose formats differ (a
-    # checkout beside an installed copy) would otherwise each make the table again.
-    version = FORMAT.rstrip(b"\n").rsplit(b"-", 1)[1].decode()
-    name = f"cl100k-{sha256[:16]}-v{version}.table"
-    path = folder / name if folder is not None else None
+    # The format and the vocabulary file's stamp are in the name: processes of two copies of
+    # memdir (a checkout beside an installed copy, two versions) would otherwise each refuse
+    # the other's table and make their own again, every time.
     st = vocabulary.stat()
     stamp = (st.st_size, st.st_mtime_ns)
+    version = FORMAT.rstrip(b"\n").rsplit(b"-", 1)[1].decode()
+    name = f"cl100k-{sha256[:16]}-v{version}-{stamp[0]}-{stamp[1]}.table"
+    path = folder / name if folder is not None else None
     if path is not None:
         try:
             table = Table(path.read_bytes())
