@@ -179,7 +179,58 @@ def test_no_module_of_memdir_imports_dataclasses() -> None:
     assert found == []
 
 
-def test_init_is_compiled_by_the_first_instance() -> None:
+def _declare() -> type:
+    @recordclass(frozen=True)
+    class Made:
+        a: int
+        b: str = "b"
+        c: list[int] = field(default_factory=list)
+        d: int = field(init=False, default=4)
+        e: int = field(init=False)
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "e", self.a * 10)
+
+    return Made
+
+
+CALLS: list[tuple[tuple[object, ...], dict[str, object]]] = [
+    ((1,), {}),
+    ((1, "x"), {}),
+    ((1,), {"c": [3]}),
+    ((), {"a": 2, "b": "y", "c": [1]}),
+    ((), {}),  # a is missing
+    ((1, "x", [2], 9), {}),  # too many
+    ((1,), {"a": 2}),  # a twice
+    ((1,), {"zzz": 1}),  # not a field
+    ((1,), {"d": 1}),  # not an __init__ field
+]
+
+
+def _outcome(cls: type, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+    try:
+        made = cls(*args, **kwargs)
+    except TypeError:
+        return TypeError
+    return (made.a, made.b, made.c, made.d, made.e)
+
+
+def test_the_shared_init_and_the_compiled_one_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(records, "COMPILE_AFTER", 10**9)
+    shared = _declare()
+    monkeypatch.setattr(records, "COMPILE_AFTER", 0)
+    compiled = _declare()
+    for args, kwargs in CALLS:
+        monkeypatch.setattr(records, "COMPILE_AFTER", 10**9)
+        first = _outcome(shared, args, kwargs)
+        monkeypatch.setattr(records, "COMPILE_AFTER", 0)
+        second = _outcome(compiled, args, kwargs)
+        assert first == second, (args, kwargs)
+    assert not shared.__init__.__code__.co_filename.startswith("<record")
+    assert compiled.__init__.__code__.co_filename.startswith("<record")
+
+
+def test_a_class_compiles_its_init_after_some_instances() -> None:
     @recordclass
     class Late:
         a: int
@@ -188,12 +239,9 @@ def test_init_is_compiled_by_the_first_instance() -> None:
     class Plain(Late):
         pass
 
-    assert not Late.__init__.__code__.co_filename.startswith("<record")
-    assert (Plain(1).a, Plain(1).b) == (1, 2)  # the stub is inherited, and compiles Late's
-    assert (
-        Late.__init__.__code__.co_filename
-        == "<record test_init_is_compiled_by_the_first_instance.<locals>.Late>"
-    )
+    for n in range(records.COMPILE_AFTER + 1):
+        assert (Plain(n).a, Late(n, b=n).b) == (n, n)
+    assert Late.__init__.__code__.co_filename.startswith("<record")
     assert Late(5, b=6) == Late(5, 6) and Late(5).b == 2
     with pytest.raises(TypeError):
         Late()  # type: ignore[call-arg]

@@ -4,9 +4,9 @@ Every agent hook is a whole process (``memdir hook claude-code EVENT``), and it 
 modules that declare memdir's documents, hits, turns and settings. Declared with
 ``dataclasses``, those classes cost a hook about 15 ms before it did anything: the module
 itself and ``inspect`` with it (about 6 ms), then about 0.6 ms to make each frozen class
-(docs/benchmarks.md, *Agent hooks*). A record costs one small ``__init__``, compiled when
-its first instance is made: every other method is shared by all records and reads the
-class's fields.
+(docs/benchmarks.md, *Agent hooks*). A record costs nothing to make but its field list: its first
+instances are filled by a shared ``__init__``, and a class that makes many compiles its
+own; every other method is shared by all records and reads the class's fields.
 
     @recordclass(frozen=True)
     class Hit:
@@ -169,19 +169,80 @@ def _with_slots(cls: type[T], names: tuple[str, ...]) -> type[T]:
     return made
 
 
+# Instances a class makes through the shared __init__ before its own is compiled: compiling
+# costs about a million instructions, the shared one about twice a compiled one per call.
+COMPILE_AFTER = 16
+
+
 def _first_init(cls: type, every: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
-    """``__init__`` until the first instance: it compiles the real one (:func:`_init`) and
-    puts it in its place, so a class a process never instantiates costs no compile (a hook
-    imports about fifty records and makes a dozen)."""
+    """``__init__`` for the first instances: it fills the fields itself (:func:`_fill`) and,
+    from the ``COMPILE_AFTER``-th instance on, compiles the class's own (:func:`_init`) and
+    puts it in its place. A hook imports about fifty records and makes a few of each."""
     _check_order(cls, every)
+    made = 0
+    set_field = object.__setattr__ if frozen else setattr
+    post_init = hasattr(cls, "__post_init__")
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal made
+        made += 1
+        if made < COMPILE_AFTER:
+            _fill(cls, every, set_field, self, args, kwargs)
+            if post_init:
+                self.__post_init__()
+            return
         real = _init(cls, every, frozen)
         type.__setattr__(cls, "__init__", real)
         real(self, *args, **kwargs)
 
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     return __init__
+
+
+def _fill(
+    cls: type,
+    every: tuple[Field, ...],
+    set_field: Callable[[Any, str, Any], None],
+    self: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
+    """What the compiled ``__init__`` does, field by field, with its errors."""
+    params = [f for f in every if f.init]
+    if len(args) > len(params):
+        raise TypeError(
+            f"{cls.__qualname__}.__init__() takes {len(params) + 1} positional arguments"
+            f" but {len(args) + 1} were given"
+        )
+    given = dict(zip((f.name for f in params), args, strict=False))
+    for name, value in kwargs.items():
+        if name in given:
+            raise TypeError(
+                f"{cls.__qualname__}.__init__() got multiple values for argument {name!r}"
+            )
+        given[name] = value
+    unknown = set(given) - {f.name for f in params}
+    if unknown:
+        raise TypeError(
+            f"{cls.__qualname__}.__init__() got an unexpected keyword argument {min(unknown)!r}"
+        )
+    missing = [
+        f.name
+        for f in params
+        if f.name not in given and f.default is MISSING and f.default_factory is MISSING
+    ]
+    if missing:
+        raise TypeError(f"{cls.__qualname__}.__init__() missing required arguments: {missing}")
+    for f in every:
+        if f.init and f.name in given:
+            value = given[f.name]
+        elif f.default_factory is not MISSING:
+            value = f.default_factory()
+        elif f.default is not MISSING:
+            value = f.default
+        else:
+            continue  # init=False without a default: left unset, as by the compiled one
+        set_field(self, f.name, value)
 
 
 def _check_order(cls: type, every: tuple[Field, ...]) -> None:
