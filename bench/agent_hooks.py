@@ -2,6 +2,7 @@
 the rate of `memdir import claude-code`.
 
     python bench/agent_hooks.py [--turns 10000] [--runs 40] [--watch] [--keep DIR]
+        [--baseline SRC] [--instructions]
     python bench/agent_hooks.py --import-turns 10000 [--keep DIR]
 
 Builds a store of ``--turns`` turn records (bench/turns.py's ``build_store``: rendered
@@ -14,8 +15,11 @@ exit), as the agent waits for it; a `PostToolUse` follows each tool call. Prints
 p50/p95/max of the wall time and p50/p95 of the CPU time the process used (user + system: what
 the code costs, which a busy neighbour on the machine does not inflate), the target and whether
 it is met, the load average, the pack's size in characters and tokens, and checks every Stop
-recorded its turn once. No daemon runs; with ``--watch`` a `memdir watch` runs beside the
-session (the hooks then ask it instead of statting every file). memdir's modules are compiled
+recorded its turn once. ``--instructions`` also counts, with valgrind, the instructions of
+one ``SessionStart`` and one ``UserPromptSubmit`` process (and the baseline's): a figure that
+does not move with the host's speed or load. No daemon runs; with ``--watch`` a
+`memdir watch` runs beside the session (the hooks then ask it instead of statting every
+file). memdir's modules are compiled
 to bytecode first, as installing the package does.
 
 ``--import-turns N`` writes N turns as Claude Code transcripts (100 turns a session, one tool
@@ -179,6 +183,12 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=None, help="Build the store here.")
     parser.add_argument("--import-turns", type=int, default=0, help="Time an import instead.")
     parser.add_argument("--watch", action="store_true", help="Run `memdir watch` beside it.")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="Also count the instructions of one SessionStart and one UserPromptSubmit "
+        "process (and the baseline's) with valgrind: a figure a busy host does not move.",
+    )
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -408,7 +418,70 @@ def _session(args: argparse.Namespace, folder: Path, root: Path, count: Any) -> 
         f"max {max(sizes)} (cap 9000); tokens max {max(tokens)} (budget 1500)"
     )
     print(f"turns recorded by Stop: {len(recorded)} of {args.runs}, each once")
+    if args.instructions:
+        reads = {
+            "SessionStart": {**base, "hook_event_name": "SessionStart", "source": "resume"},
+            "UserPromptSubmit": {
+                **base,
+                "hook_event_name": "UserPromptSubmit",
+                "prompt_id": str(uuid.uuid4()),
+                "prompt": "how do we deploy the api with migrations?",
+            },
+        }
+        print("instructions per process (callgrind, the hook itself, not the walk it leaves):")
+        for event, payload in reads.items():
+            mine = instructions(env, event, payload, scratch=folder)
+            line = f"  {event:28} {mine / 1e6:8.1f} M"
+            if args.baseline is not None:
+                theirs = instructions(other, event, payload, scratch=folder)
+                line += f"  baseline {theirs / 1e6:8.1f} M  ratio {mine / theirs:.2f}"
+            print(line)
     return 0
+
+
+def instructions(
+    env: dict[str, str], event: str, payload: dict[str, Any], scratch: Path, runs: int = 3
+) -> float:
+    """Instructions one hook process executes, counted by valgrind's callgrind (the median
+    of ``runs``, after one run that warms the caches): unlike times, the same on a busy host."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    counts: list[float] = []
+    for n in range(runs + 1):
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={scratch}/callgrind.%p.out",
+                sys.executable,
+                "-m",
+                "memdir",
+                "hook",
+                "claude-code",
+                event,
+            ],
+            input=json.dumps(payload).encode(),
+            capture_output=True,
+            env=env,
+            check=False,
+            timeout=600,
+        )
+        _wait_for_walk(Path(env["MEMDIR_ROOT"]))
+        # One line per process, the hook and the walk it forks: the hook's pid is the lower.
+        found = sorted(
+            (int(line.split("==")[1]), float(line.split()[-1].replace(",", "")))
+            for line in done.stderr.decode().splitlines()
+            if "Collected :" in line
+        )
+        if not found:
+            raise SystemExit(f"{event}: valgrind counted nothing: {done.stderr.decode()[-500:]}")
+        if n:
+            counts.append(found[0][1])
+    for leftover in scratch.glob("callgrind.*.out"):
+        leftover.unlink()
+    return statistics.median(counts)
 
 
 if __name__ == "__main__":
