@@ -158,3 +158,53 @@ def test_records_claude_code_writes_itself_are_no_prompts(store_root: Path, tmp_
     assert found[1]["parents"] == [found[0]["id"]]
     # The /compact command is a prompt nothing answered: skipped, and said so.
     assert summary.turns_added == 2 and [s["reason"] for s in summary.skipped] == ["no answer"]
+
+
+def test_a_long_session_is_written_in_batches_with_its_chain_whole(
+    store_root: Path, tmp_path: Path
+) -> None:
+    """Turns are written together, many at a time; each still names the turn before it, across
+    the batches, and a second import adds nothing."""
+    from memdir.agents import record
+
+    home = tmp_path / "home"
+    session = ClaudeSession(home, tmp_path / "proj")
+    total = record.BATCH_TURNS * 2 + 5
+    for n in range(total):
+        session.prompt(f"question number {n}?")
+        if n % 10 == 0:
+            session.tool("Bash", {"command": f"echo {n}"}, str(n))
+        session.reply(f"answer number {n}")
+    folder = home / ".claude" / "projects"
+    with Memory.open(store_root) as mem:
+        first = import_transcripts(mem, "claude-code", transcript_files([folder]))
+        again = import_transcripts(mem, "claude-code", transcript_files([folder]))
+    assert (first.turns_added, again.turns_added, again.turns_present) == (total, 0, total)
+    found = sorted(records(store_root), key=lambda r: str(r["input"]).split()[-1].zfill(5))
+    assert [r["input"] for r in found] == [f"question number {n}?" for n in range(total)]
+    assert found[0]["parents"] == []
+    for before, turn in zip(found, found[1:], strict=False):
+        assert turn["parents"] == [before["id"]]
+    assert [bool(r["worklog_bytes"]) for r in found] == [n % 10 == 0 for n in range(total)]
+
+
+def test_a_turn_the_store_refuses_keeps_no_other_of_its_batch_out(
+    store_root: Path, tmp_path: Path
+) -> None:
+    """The store refuses a record over its size limit when the batch is written; the batch is
+    then written turn by turn, and only that turn is left out (and reported)."""
+    home = tmp_path / "home"
+    session = ClaudeSession(home, tmp_path / "proj")
+    for n in range(6):
+        session.prompt(f"question {n}?")
+        session.reply("x" * 9000 if n == 3 else f"answer {n}")
+    files = transcript_files([home / ".claude" / "projects"])
+    with Memory.open(store_root, overrides={"store": {"max_file_bytes": 4096}}) as mem:
+        summary = import_transcripts(mem, "claude-code", files)
+    assert summary.turns_added == 5
+    assert [s["reason"][:8] for s in summary.skipped] == ["refused:"]
+    found = {str(r["input"]): r for r in records(store_root)}
+    assert sorted(found) == [f"question {n}?" for n in (0, 1, 2, 4, 5)]
+    # The turn after the refused one names the turn before it, as the chain had it.
+    assert found["question 4?"]["parents"] == [found["question 2?"]["id"]]
+    assert found["question 5?"]["parents"] == [found["question 4?"]["id"]]

@@ -20,13 +20,18 @@ from typing import TYPE_CHECKING
 
 from ..doc.ids import derived_id
 from ..doc.turnrecord import MAX_PARENTS, parent_path, turn_path
-from ..errors import MemdirError
+from ..errors import Conflict, MemdirError
 from ..records import field, recordclass
 from .transcripts import Transcript, Turn
 
 if TYPE_CHECKING:
     from ..service import Memory
+    from ..turns.verbs import PreparedTurn
 
+
+# Turns written together (one journal sync, one index update, one commit): an import of a
+# long session is not one sync per turn, and a kill loses at most a batch not yet written.
+BATCH_TURNS = 64
 
 OVER = "over"
 ANSWERED = "answered"
@@ -80,11 +85,13 @@ def record_transcript(
     if previous is not None and not mem.store.exists(turn_path(previous)):
         previous = None
     count = len(transcript.turns)
+    batch: list[PreparedTurn] = []
+    ahead: set[str] = set()  # the ids of the batch
     for at, turn in enumerate(transcript.turns):
         if progress is not None:
             progress()
         ident = turn_id(transcript.agent, transcript.session, turn)
-        if mem.store.exists(turn_path(ident)):
+        if ident in ahead or mem.store.exists(turn_path(ident)):
             out.existing.append(ident)
             previous = ident
             continue
@@ -101,27 +108,81 @@ def record_transcript(
             # command such as /compact): nothing happened that memory could use.
             out.skipped.append((turn.key, "no answer"))
             continue
-        parents = _parents(mem, previous, turn, ident)
+        parents = _parents(mem, previous, turn, ident, ahead)
         if not dry_run:
             try:
-                _record(mem, transcript, turn, ident, output, parents, user)
+                batch.append(_prepare(mem, transcript, turn, ident, output, parents, user, batch))
+            except Conflict:
+                if not mem.store.exists(turn_path(ident)):
+                    raise  # another conflict than the record being there already
+                out.existing.append(ident)  # another process recorded it just now
+                previous = ident
+                continue
             except MemdirError as exc:
                 # One turn memdir refuses (text no file can hold, a work log too large)
                 # must not keep every later turn of the session out.
                 out.skipped.append((turn.key, f"refused: {exc.message}"))
                 out.leave(turn, previous)
                 continue
+            ahead.add(ident)
         out.added.append(ident)
         previous = ident
+        if len(batch) >= BATCH_TURNS:
+            _write(mem, transcript, batch, out)
+            batch, ahead = [], set()
+    _write(mem, transcript, batch, out)
     if out.left is None:
         out.previous = previous
     return out
 
 
-def _parents(mem: Memory, previous: str | None, turn: Turn, ident: str) -> list[str]:
+def _write(mem: Memory, transcript: Transcript, batch: list[PreparedTurn], out: Outcome) -> None:
+    """Write the batch together; should the store refuse it, each turn on its own, so one
+    refused turn keeps no other out (a turn that named it as its parent names the refused
+    turn's parents instead, as when the turn is refused before it joins a batch)."""
+    if not batch:
+        return
+    try:
+        mem.turns.write_turns(batch, actor=transcript.agent)
+        return
+    except MemdirError:
+        pass
+    instead: dict[str, list[str]] = {}  # refused id -> the parents it had
+    for prepared in batch:
+        ready, record = prepared, prepared.record
+        if mem.store.exists(ready.path):
+            continue  # written before the batch failed, or by another process meanwhile
+        if any(p in instead for p in record.parents):
+            parents: list[str] = []
+            for p in record.parents:
+                parents += instead.get(p, [p])
+            ready = mem.turns.prepare_turn(
+                thread=record.thread,
+                input=record.input,
+                output=record.output,
+                worklog=next((raw for rel, raw in ready.files if rel != ready.path), None),
+                user=record.user,
+                channel=record.channel,
+                parents=list(dict.fromkeys(parents)),
+                keywords=record.keywords,
+                id=record.id,
+            )
+        try:
+            mem.turns.write_turns([ready], actor=transcript.agent)
+        except MemdirError as exc:
+            instead[record.id] = list(record.parents)
+            out.added.remove(record.id)
+            out.skipped.append((record.id, f"refused: {exc.message}"))
+
+
+def _parents(
+    mem: Memory, previous: str | None, turn: Turn, ident: str, ahead: set[str]
+) -> list[str]:
     found = [previous] if previous else []
     for ref in turn.read_turns():
-        if ref not in found and ref != ident and mem.store.exists(turn_path(ref)):
+        if ref in found or ref == ident:
+            continue
+        if ref in ahead or mem.store.exists(turn_path(ref)):
             found.append(ref)
     for ref in turn.read_documents():
         rel = _document(mem, ref)
@@ -142,7 +203,7 @@ def _document(mem: Memory, ref: str) -> str | None:
     return None
 
 
-def _record(
+def _prepare(
     mem: Memory,
     transcript: Transcript,
     turn: Turn,
@@ -150,25 +211,20 @@ def _record(
     output: str,
     parents: list[str],
     user: str,
-) -> None:
-    from ..errors import Conflict
-
+    batch: list[PreparedTurn],
+) -> PreparedTurn:
     log = _fitting(turn.worklog, mem.settings.store.max_file_bytes)
-    try:
-        mem.record_turn(
-            thread=transcript.session,
-            input=turn.prompt,
-            output=output,
-            worklog=log or None,
-            user=user,
-            channel=transcript.agent,
-            parents=parents,
-            actor=transcript.agent,
-            id=ident,
-        )
-    except Conflict:
-        if not mem.store.exists(turn_path(ident)):
-            raise  # another conflict than the record being there already
+    return mem.turns.prepare_turn(
+        thread=transcript.session,
+        input=turn.prompt,
+        output=output,
+        worklog=log or None,
+        user=user,
+        channel=transcript.agent,
+        parents=parents,
+        id=ident,
+        batch=batch,
+    )
 
 
 def _fitting(lines: list[bytes], limit: int) -> bytes:

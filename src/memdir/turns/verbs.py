@@ -6,6 +6,8 @@ One :class:`TurnLog` per open store does this work; :class:`memdir.Memory` calls
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,7 @@ from ..doc.turnrecord import (
 from ..errors import InvalidDocument, InvalidInput, NotFound
 from ..index import dag, turnrows, worklogs
 from ..index.dag import DagNode
+from ..records import recordclass
 
 if TYPE_CHECKING:
     from ..files.store import Store
@@ -40,6 +43,17 @@ if TYPE_CHECKING:
     from ..index.search import Filters, Hit
     from ..settings import Settings
     from .pack import ContextPack
+
+
+@recordclass(frozen=True, eq=False)
+class PreparedTurn:
+    """A turn validated and rendered by :meth:`TurnLog.prepare_turn`, not written yet."""
+
+    record: TurnRecord
+    path: str
+    files: list[tuple[str, str | bytes]]
+    provenance: tuple[str, str] | None
+
 
 MAX_WALK_DEPTH = 1000
 MAX_WALK_LIMIT = 100_000
@@ -95,6 +109,39 @@ class TurnLog:
         existing turns, input and output cannot both be empty, thread and user
         ids cannot hold path separators or control characters.
         """
+        ready = self.prepare_turn(
+            thread=thread,
+            input=input,
+            output=output,
+            worklog=worklog,
+            user=user,
+            channel=channel,
+            parents=parents,
+            keywords=keywords,
+            provenance=provenance,
+            id=id,
+        )
+        self.write_turns([ready], actor=actor)
+        return ready.record
+
+    def prepare_turn(
+        self,
+        *,
+        thread: str,
+        input: str = "",
+        output: str = "",
+        worklog: Sequence[Mapping[str, Any]] | bytes | str | None = None,
+        user: str = "",
+        channel: str = "",
+        parents: Sequence[str] = (),
+        keywords: Sequence[str] | str = (),
+        provenance: str | None = None,
+        id: str | None = None,
+        batch: Sequence[PreparedTurn] = (),
+    ) -> PreparedTurn:
+        """Validate a turn and render its files, writing nothing (:meth:`record_turn`'s
+        checks). ``batch``: turns prepared before it and written with it, which its parents
+        may name and its id may not repeat."""
         from ..doc import provenance as prov
         from .compaction import compact_worklog
 
@@ -112,9 +159,10 @@ class TurnLog:
         kws = validate_keywords(keywords)
         prov_value = prov.parse(provenance) if provenance is not None else None
         raw_log, entries = worklog_from(worklog)
-        self._check_parents(parent_ids)
+        ahead = {t.record.id for t in batch}
+        self._check_parents([p for p in parent_ids if p not in ahead])
         rel = turn_path(ident)
-        if (self.store.root / rel).exists():
+        if ident in ahead or (self.store.root / rel).exists():
             from ..errors import Conflict
 
             raise Conflict(f"turn {ident} already exists")
@@ -138,19 +186,33 @@ class TurnLog:
             output=output,
             extra=extra,
         )
-        message = f"turn {ident} ({thread})"
         files: list[tuple[str, str | bytes]] = [(rel, render_turn(record))]
         if raw_log:
             files.insert(0, (worklog_path(ident), raw_log))
-        self.store.write_files(
-            files,
-            actor=actor,
-            message=message,
-            provenance_value=prov_value,
-            after_rename=lambda _written: self.index.sync_paths([rel]),
-        )
-        self._after_record()
-        return record
+        return PreparedTurn(record, rel, files, prov_value)
+
+    def write_turns(self, turns: Sequence[PreparedTurn], *, actor: str | None = None) -> None:
+        """Write turns :meth:`prepare_turn` made, together: the files of each run of turns
+        with the same provenance in one store write (one journal sync, one index update,
+        one commit), so recording many turns (an import) costs one sync per batch."""
+        for provenance, grouped in itertools.groupby(turns, key=lambda t: t.provenance):
+            run = list(grouped)
+            first = run[0].record
+            threads = ", ".join(sorted({t.record.thread for t in run}))
+            self.store.write_files(
+                [f for t in run for f in t.files],
+                actor=actor,
+                message=f"turn {first.id} ({first.thread})"
+                if len(run) == 1
+                else f"{len(run)} turns ({threads})",
+                provenance_value=provenance,
+                after_rename=functools.partial(self._index_turns, [t.path for t in run]),
+            )
+        if turns:
+            self._after_record()
+
+    def _index_turns(self, rels: list[str], _written: object) -> None:
+        self.index.sync_paths(rels)
 
     def _check_parents(self, parents: Sequence[str]) -> None:
         """Every parent must be an existing turn or document of the store."""
