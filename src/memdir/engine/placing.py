@@ -16,7 +16,7 @@ from ..index import routevectors as vectorcache
 from ..kiwi import report as coverage
 from . import meaning, routing, spread, updates, wiki
 from .files import markdown_under
-from .harness import body_sections, claims
+from .harness import FOOTNOTE_DEF, FOOTNOTE_REF, body_sections, claims
 from .program import Bundle, Program
 from .terms import sentences as split_sentences
 from .terms import slugify
@@ -217,8 +217,16 @@ def _fixed_route(program: Program, src: Source) -> routing.Route | None:
 
 
 def article_profile(article: wiki.Article) -> str:
-    """The text of an article the meaning router compares sources with."""
-    return f"{article.title}\n{article.description}\n{article.body[:1500]}"
+    """The text of an article the meaning router compares sources with: its title,
+    description and body without citations. A citation names the source's id, which is
+    random, so with it two stores of the same notes embedded different texts and routed
+    and updated differently."""
+    return f"{article.title}\n{article.description}\n{uncited(article.body)[:1500]}"
+
+
+def uncited(text: str) -> str:
+    """``text`` without footnote definitions and footnote references."""
+    return FOOTNOTE_REF.sub("", FOOTNOTE_DEF.sub("", text)).strip()
 
 
 def subject_profile(root: Path, article: wiki.Article) -> str:
@@ -355,7 +363,7 @@ def _changed_claim(
                 continue
             # The article as parsed at the start of the run, or as this run last wrote it.
             section = body_sections(article.body).get("key points", "")
-            stated = [c for c in claims(section) if updates.values(c)]
+            stated = [uncited(c) for c in claims(section) if updates.values(c)]
             for sentence in sentences if stated else []:
                 for claim, cos in zip(stated, similarity(stated, sentence), strict=True):
                     better = best is None or cos > best[0]
