@@ -121,6 +121,7 @@ class EngineSettings:
     route_scope_weight: float = 10.0
     update_similarity: float = 0.65  # a source this close to an article updates it
     update_claim_similarity: float = 0.55  # a claim this close to one changes its value
+    update_cue_similarity: float = 0.45  # ... this close when the sentence says it changed
     answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
     answer_known_miss: float = 0.5  # query: above it, "not found" (docs/engine.md, "query")
     answer_newer_ratio: float = 0.5  # query: a newer answer this relevant goes first

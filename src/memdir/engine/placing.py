@@ -68,6 +68,7 @@ class Router:
     why: str = "no embedder was given"
     update_similarity: float = 0.65
     claim_similarity: float = 0.55  # a claim said in other words updates the nearest one
+    cue_similarity: float = 0.45  # ... when the new claim says that something changed
 
     def similarity(self, disk: vectorcache.VectorCache | None = None) -> updates.Similarity | None:
         """The cosines of texts with one text by the embedder (vectors kept in ``disk``
@@ -183,7 +184,14 @@ def router_for(settings: Any) -> Router:
             e.route_scope_weight,
             e.route_second_words,
         )
-    return Router(embed, tuning, why, e.update_similarity, e.update_claim_similarity)
+    return Router(
+        embed,
+        tuning,
+        why,
+        e.update_similarity,
+        e.update_claim_similarity,
+        e.update_cue_similarity,
+    )
 
 
 def _route_text(src: Source) -> str:
@@ -350,7 +358,6 @@ def _changed_claim(
     the source restates with another value of the same kind, by meaning; None if none."""
     if router is None or router.embed is None:
         return None
-    floor = router.claim_similarity
     sentences = [s for s in split_sentences(src.body) if updates.values(s)]
     best: tuple[float, int] | None = None
     disk = vectorcache.for_store(root)
@@ -365,6 +372,9 @@ def _changed_claim(
             section = body_sections(article.body).get("key points", "")
             stated = [uncited(c) for c in claims(section) if updates.values(c)]
             for sentence in sentences if stated else []:
+                floor = updates.claim_floor(
+                    sentence, router.claim_similarity, router.cue_similarity
+                )
                 for claim, cos in zip(stated, similarity(stated, sentence), strict=True):
                     better = best is None or cos > best[0]
                     if cos >= floor and better and updates.changed_value(claim, sentence):
