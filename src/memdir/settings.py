@@ -124,6 +124,7 @@ class EngineSettings:
     update_cue_similarity: float = 0.45  # ... this close when the sentence says it changed
     answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
     answer_known_miss: float = 0.5  # query: above it, "not found" (docs/engine.md, "query")
+    answer_kind: bool = True  # query: "not found" when the best lacks the kind of value asked
     answer_newer_ratio: float = 0.5  # query: a newer answer this relevant goes first
     answer_newer_similarity: float = 0.4  # query: ... when its claim is this close to the best's
 
