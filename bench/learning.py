@@ -3,6 +3,11 @@
 
     python bench/learning.py bench/data/learning/dev.json [--json] [--details]
         [--variant NAME[:section.key=value,...]]... [--check]
+    python bench/learning.py bench/data/learning/dev.json bench/data/learning/heldout*.json
+
+With several corpora, every variant runs on each, and one table per figure lists the
+corpora side by side with their mean, so a change is judged on all of them at once, not
+tuned to one.
 
 For each variant (default: the lexical router of before issue 17, the nearest-members router
 that came next, the meaning router of today (the walk), and the meaning router with turns
@@ -514,11 +519,30 @@ def print_table(
                 )
 
 
+def print_summary(
+    corpora: Sequence[str], results: Sequence[Sequence[tuple[str, dict[str, Any]]]]
+) -> None:
+    """One table per figure: a row per variant, a column per corpus, and the mean."""
+    names = [name for name, _ in results[0]]
+    labels = {**{k: v[0] for k, v in GOALS.items()}, **EXTRA}
+    for key, label in labels.items():
+        goal = results[0][0][1]["figures"][key].get("goal", "-")
+        print(f"\n{label.strip()} ({goal})")
+        print("| variant | " + " | ".join(corpora) + " | mean |")
+        print("|---|" + "---|" * (len(corpora) + 1))
+        for v, name in enumerate(names):
+            values = [runs[v][1]["figures"][key]["value"] for runs in results]
+            known = [x for x in values if x is not None]
+            mean = f"{sum(known) / len(known):.2f}" if known else "n/a"
+            cells = ["n/a" if x is None else f"{x:.2f}" for x in values]
+            print(f"| {name} | " + " | ".join(cells) + f" | {mean} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("corpus", help="a corpus JSON file (bench/data/learning/*.json)")
+    parser.add_argument("corpus", nargs="+", help="corpus JSON files (bench/data/learning/*.json)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--details", action="store_true", help="list every miss under the table")
     parser.add_argument("--check", action="store_true", help="only check the corpus's shape")
@@ -526,41 +550,54 @@ def main() -> None:
         "--variant", action="append", default=[], metavar="NAME[:section.key=value,...]"
     )
     args = parser.parse_args()
-    corpus = json.loads(Path(args.corpus).read_text(encoding="utf-8"))
-    problems = check_corpus(corpus)
-    if args.check:
-        for p in problems:
-            print(p)
-        print(
-            f"{args.corpus}: {'fits the shape' if not problems else f'{len(problems)} problem(s)'}"
-        )
-        raise SystemExit(1 if problems else 0)
-    for p in problems:
-        print(f"warning: {p}", file=sys.stderr)
     variants = [parse_variant(v) for v in args.variant] or [
         ("lexical router", {"engine": {"router": "lexical"}}),
         ("nearest router", {"engine": {"router": "nearest"}}),
         ("meaning router", {"engine": {"router": "meaning"}}),
         ("meaning + turns", {"engine": {"router": "meaning", "consolidate_turns": True}}),
     ]
-    runs = [(name, run(corpus, overrides)) for name, overrides in variants]
-    name = corpus.get("name", Path(args.corpus).stem)
-    if args.json:
-        out = {
-            "corpus": name,
-            "path": args.corpus,
-            "shape_problems": problems,
-            "runs": [
-                {"name": n, "overrides": dict(o), **r}
-                for (n, r), (_, o) in zip(runs, variants, strict=True)
-            ],
-        }
-        if not args.details:
-            for r in out["runs"]:
-                r["details"] = {k: v for k, v in r["details"].items() if k != "questions"}
-        print(json.dumps(out, indent=2))
-    else:
-        print_table(name, runs, args.details)
+    failed = False
+    dumps: list[dict[str, Any]] = []
+    names: list[str] = []
+    results: list[list[tuple[str, dict[str, Any]]]] = []
+    for path in args.corpus:
+        corpus = json.loads(Path(path).read_text(encoding="utf-8"))
+        problems = check_corpus(corpus)
+        if args.check:
+            for p in problems:
+                print(p)
+            print(f"{path}: {'fits the shape' if not problems else f'{len(problems)} problem(s)'}")
+            failed = failed or bool(problems)
+            continue
+        for p in problems:
+            print(f"warning: {path}: {p}", file=sys.stderr)
+        runs = [(name, run(corpus, overrides)) for name, overrides in variants]
+        name = corpus.get("name", Path(path).stem)
+        names.append(name)
+        results.append(runs)
+        if args.json:
+            out = {
+                "corpus": name,
+                "path": path,
+                "shape_problems": problems,
+                "runs": [
+                    {"name": n, "overrides": dict(o), **r}
+                    for (n, r), (_, o) in zip(runs, variants, strict=True)
+                ],
+            }
+            if not args.details:
+                for r in out["runs"]:
+                    r["details"] = {k: v for k, v in r["details"].items() if k != "questions"}
+            dumps.append(out)
+        else:
+            print_table(name, runs, args.details)
+            print()
+    if args.check:
+        raise SystemExit(1 if failed else 0)
+    if args.json:  # one object for one corpus, a list of them for several
+        print(json.dumps(dumps[0] if len(dumps) == 1 else dumps, indent=2))
+    elif len(results) > 1:
+        print_summary(names, results)
 
 
 if __name__ == "__main__":

@@ -148,3 +148,40 @@ def test_a_second_bundle_only_when_nearly_as_strong() -> None:
     assert one["s2"].bundles == ("one",)
     strict = meaning.route_all(embed, bundles, [("s1", "both")], {}, meaning.Tuning(margin=2.0))
     assert strict["s1"].quarantined and "margin 2.00" in strict["s1"].reason
+
+
+def test_what_the_router_embeds_names_no_source_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A citation holds the source's id, which is random: embedded with it, the same notes
+    # gave another article vector in each store and were routed and updated differently
+    # from one run to the next (a note merged into an article in one run, not the next).
+    real = meaning.embedder_for
+    seen: list[str] = []
+
+    def recording(settings: object, *, purpose: str = "routing") -> tuple[object, str]:
+        embed, why = real(settings, purpose=purpose)
+        if embed is None:
+            return None, why
+
+        def embed_and_note(texts: list[str]) -> object:
+            seen.extend(texts)
+            return embed(texts)
+
+        return embed_and_note, why
+
+    monkeypatch.setattr(meaning, "embedder_for", recording)
+    mem = _store(tmp_path)
+    try:
+        mem.ingest([("hive-check.md", LITERAL["hive-check.md"]), ("chain.md", LITERAL["chain.md"])])
+        mem.consolidate()
+        seen.clear()
+        later = "# Hive check again\n\nOpened both hives today. The honey super on the left "
+        later += "hive is 3 frames full now and the bees are calm.\n"
+        mem.ingest([("later.md", later)])
+        result = mem.consolidate()
+    finally:
+        mem.close()
+    assert result["placements"][0]["bundles"] == ["bees"]
+    assert any("honey super" in t for t in seen)  # the articles were compared ...
+    assert not [t for t in seen if "[^src-" in t or "inbox/" in t]  # ... without citations

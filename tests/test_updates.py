@@ -216,3 +216,41 @@ def test_merge_supersedes_the_claim_nearest_by_meaning() -> None:
     points, superseded = merged.text.split("## Key points")[1].split("## Superseded")
     assert points.strip().startswith("- The carols evening has moved to 19 December.")
     assert "12 December" in superseded and "red scarf" in points
+
+
+def test_a_weekday_is_a_value_and_a_change_said_in_words_lowers_the_floor() -> None:
+    assert updates.values("PE is on Tuesdays, games on thurs.") == {"tue", "thu"}
+    assert updates.kind("tue") == "weekday"
+    assert updates.changed_value("PE is on Tuesdays.", "Games lessons are on Thursday now.")
+    assert not updates.changed_value("PE is on Tuesdays.", "PE is every Tuesday.")
+    assert updates.says_changed("Completion now Fri 3 April.")
+    assert updates.says_changed("The review is pushed to 9 Jan.")
+    assert not updates.says_changed("Completion pencilled in for Fri 20 March.")
+    assert updates.claim_floor("The test is now 9 April.", 0.55, 0.45) == 0.45
+    assert updates.claim_floor("The test is on 28 April.", 0.55, 0.45) == 0.55
+    article = (
+        "---\ntype: article\ntitle: Podcast\nsources:\n- id: s1\n  resource: inbox/a.md\n"
+        "  title: Podcast\n  date: '2026-01-10'\n---\n# Podcast\n\n## Key points\n\n"
+        "- We record on Tuesday nights at Nadia's. [^s1]\n\n[^s1]: inbox/a.md (Podcast)\n"
+    )
+    source = {"id": "s2", "resource": "inbox/b.md", "title": "Nights", "date": "2026-02-01"}
+    common = {
+        "source": source,
+        "merged_from": {"type": "ingest", "id": "b", "path": "inbox/b.md"},
+        "description": "",
+        "at": "2026-02-01T10:00:00Z",
+        "actor": "test",
+        "similarity": lambda texts, text: [0.5 for _ in texts],
+        "claim_similarity": 0.55,
+        "cue_similarity": 0.45,
+    }
+    # At cosine 0.5 the sentence that says it changed supersedes; one that does not, not.
+    moved = updates.merge(
+        article, key_points=[("Switched our sessions to Mondays.", ["s2"])], **common
+    )  # type: ignore[arg-type]
+    assert [r["superseded_by"] for r in moved.superseded] == ["s2"]
+    assert (
+        "## Superseded" in moved.text and "Tuesday nights" in moved.text.split("## Superseded")[1]
+    )
+    other = updates.merge(article, key_points=[("Nadia hosts on Mondays.", ["s2"])], **common)  # type: ignore[arg-type]
+    assert not other.superseded

@@ -120,8 +120,10 @@ class EngineSettings:
     route_scope_weight: float = 10.0
     update_similarity: float = 0.65  # a source this close to an article updates it
     update_claim_similarity: float = 0.55  # a claim this close to one changes its value
+    update_cue_similarity: float = 0.45  # ... this close when the sentence says it changed
     answer_floor: float = 0.77  # query: below it, "not found" (docs/engine.md, "query")
     answer_known_miss: float = 0.5  # query: above it, "not found" (docs/engine.md, "query")
+    answer_kind: bool = True  # query: "not found" when the best lacks the kind of value asked
     answer_newer_ratio: float = 0.5  # query: a newer answer this relevant goes first
     answer_newer_similarity: float = 0.4  # query: ... when its claim is this close to the best's
 

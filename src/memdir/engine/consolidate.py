@@ -234,6 +234,7 @@ def run(
                     edited=bool(src.edited_of),
                     similarity=router.similarity() if router is not None else None,
                     claim_similarity=router.claim_similarity if router is not None else 1.0,
+                    cue_similarity=router.cue_similarity if router is not None else 1.0,
                 )
                 rel = subject.path
                 text = merged.text

@@ -16,7 +16,7 @@ from ..kiwi import report as coverage
 from ..records import recordclass
 from . import meaning, routing, spread, updates, wiki
 from .files import markdown_under
-from .harness import body_sections, claims
+from .harness import FOOTNOTE_DEF, FOOTNOTE_REF, body_sections, claims
 from .program import Bundle, Program
 from .terms import sentences as split_sentences
 from .terms import slugify
@@ -68,6 +68,7 @@ class Router:
     why: str = "no embedder was given"
     update_similarity: float = 0.65
     claim_similarity: float = 0.55  # a claim said in other words updates the nearest one
+    cue_similarity: float = 0.45  # ... when the new claim says that something changed
 
     def similarity(self, disk: vectorcache.VectorCache | None = None) -> updates.Similarity | None:
         """The cosines of texts with one text by the embedder (vectors kept in ``disk``
@@ -183,7 +184,14 @@ def router_for(settings: Any) -> Router:
             e.route_scope_weight,
             e.route_second_words,
         )
-    return Router(embed, tuning, why, e.update_similarity, e.update_claim_similarity)
+    return Router(
+        embed,
+        tuning,
+        why,
+        e.update_similarity,
+        e.update_claim_similarity,
+        e.update_cue_similarity,
+    )
 
 
 def _route_text(src: Source) -> str:
@@ -217,8 +225,16 @@ def _fixed_route(program: Program, src: Source) -> routing.Route | None:
 
 
 def article_profile(article: wiki.Article) -> str:
-    """The text of an article the meaning router compares sources with."""
-    return f"{article.title}\n{article.description}\n{article.body[:1500]}"
+    """The text of an article the meaning router compares sources with: its title,
+    description and body without citations. A citation names the source's id, which is
+    random, so with it two stores of the same notes embedded different texts and routed
+    and updated differently."""
+    return f"{article.title}\n{article.description}\n{uncited(article.body)[:1500]}"
+
+
+def uncited(text: str) -> str:
+    """``text`` without footnote definitions and footnote references."""
+    return FOOTNOTE_REF.sub("", FOOTNOTE_DEF.sub("", text)).strip()
 
 
 def subject_profile(root: Path, article: wiki.Article) -> str:
@@ -342,7 +358,6 @@ def _changed_claim(
     the source restates with another value of the same kind, by meaning; None if none."""
     if router is None or router.embed is None:
         return None
-    floor = router.claim_similarity
     sentences = [s for s in split_sentences(src.body) if updates.values(s)]
     best: tuple[float, int] | None = None
     disk = vectorcache.for_store(root)
@@ -355,8 +370,11 @@ def _changed_claim(
                 continue
             # The article as parsed at the start of the run, or as this run last wrote it.
             section = body_sections(article.body).get("key points", "")
-            stated = [c for c in claims(section) if updates.values(c)]
+            stated = [uncited(c) for c in claims(section) if updates.values(c)]
             for sentence in sentences if stated else []:
+                floor = updates.claim_floor(
+                    sentence, router.claim_similarity, router.cue_similarity
+                )
                 for claim, cos in zip(stated, similarity(stated, sentence), strict=True):
                     better = best is None or cos > best[0]
                     if cos >= floor and better and updates.changed_value(claim, sentence):

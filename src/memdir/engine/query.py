@@ -191,12 +191,13 @@ def run(
 ) -> Recall:
     """Tiers 0-2, then :func:`judge` with ``[engine] answer_floor`` and, when embeddings are
     enabled, the embedder (no settings: no floor, words only)."""
-    floor, embed, known_miss, newer = 0.0, None, 1.0, Newer()
+    floor, embed, known_miss, newer, kinds = 0.0, None, 1.0, Newer(), False
     if settings is not None:
         from .meaning import embedder_for
 
         floor = settings.engine.answer_floor
         known_miss = settings.engine.answer_known_miss
+        kinds = settings.engine.answer_kind
         newer = Newer(settings.engine.answer_newer_ratio, settings.engine.answer_newer_similarity)
         if settings.embeddings.enabled:
             embed, _ = embedder_for(settings, purpose="query")
@@ -217,7 +218,7 @@ def run(
             seen.add(path)
             walker.read_article(path, getattr(hit, "title", path), 2, float(hit.score))
     recall = walker.recall
-    judge(root, recall, floor=floor, embed=embed, known_miss=known_miss, newer=newer)
+    judge(root, recall, floor=floor, embed=embed, known_miss=known_miss, newer=newer, kinds=kinds)
     return recall
 
 
@@ -239,6 +240,7 @@ def judge(
     embed: Embed | None,
     known_miss: float = 1.0,
     newer: Newer | None = None,
+    kinds: bool = False,
 ) -> None:
     """Rank the answers by relevance and apply the floor: when even the best is below it,
     the answers become ``nearest`` pointers and the result is "not found". A newer page
@@ -248,7 +250,11 @@ def judge(
     term weight in words that other articles of the wiki do use (:func:`known_missing`): the
     memory knows those words, just not on this page, so the page is about the question's
     subject but not about what it asks (the date of the last repot of a plant whose page
-    only says how to water it)."""
+    only says how to water it).
+
+    With ``kinds``, also "not found" when the question asks for a kind of value (how
+    much, how many, when ...) that the best answer's title and claims do not hold
+    (:func:`answers_kind`)."""
     recall.floor = floor
     if not recall.answers:
         return
@@ -260,7 +266,11 @@ def judge(
         a.relevance = round(relevance(q, a.claims, df, total, qvec, embed), 3)
     recall.answers.sort(key=lambda a: -a.relevance)  # stable: the walk's order breaks ties
     best = recall.answers[0]
-    if best.relevance < floor or known_missing(q, best.claims, df, total) > known_miss:
+    if (
+        best.relevance < floor
+        or known_missing(q, best.claims, df, total) > known_miss
+        or (kinds and not answers_kind(recall.question, best.claims))
+    ):
         recall.nearest, recall.answers = recall.answers, []
     elif newer is not None:
         prefer_newer(recall.answers, newer, q, qvec)
@@ -328,6 +338,50 @@ def prefer_newer(answers: list[Answer], rule: Newer, q: list[str], qvec: Any) ->
         moved = answers.pop(chosen[1])
         moved.newer_of = best.path
         answers.insert(0, moved)
+
+
+_NUMBER_WORDS = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+    r"forty|fifty|hundred|dozen|half|a couple|a few|several)\b",
+    re.IGNORECASE,
+)
+_WHEN_WORDS = re.compile(
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|march|april|may|june|july|aug(?:ust)?|sept?(?:ember)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|easter|christmas|tomorrow|tonight|today|"
+    r"yesterday|morning|evening|afternoon|night|noon|midday|midnight|weekend|week|month|year|"
+    r"spring|summer|autumn|winter|daily|weekly|monthly|dawn|dusk)\b",
+    re.IGNORECASE,
+)
+_YEAR = re.compile(r"\b(?:1[89]|20)\d\d\b")
+_NOT_AMOUNTS = frozenset({"date", "time", "weekday", "code"})
+_ASKS_AMOUNT = re.compile(r"^\s*how (?:much|many|old)\b", re.IGNORECASE)
+_ASKS_LENGTH = re.compile(r"^\s*how long\b", re.IGNORECASE)
+_ASKS_WHEN = re.compile(
+    r"^\s*(?:when\b|what (?:time|date|day)\b|which (?:day|night|evening|month|week)\b)",
+    re.IGNORECASE,
+)
+
+
+def answers_kind(question: str, texts: list[str]) -> bool:
+    """Whether ``texts`` (an answer's title and claims) hold a value of the kind the
+    question asks for: an amount or count for "how much / how many / how old", an amount
+    or a length of time for "how long", a date, time, weekday or time word for "when /
+    what time / which day" (a year counts). A question of another form (who, what,
+    where ...) asks for no kind this can check: True."""
+    from . import updates
+
+    text = " ".join(texts)
+    kinds = {updates.kind(v) for v in updates.values(text)}
+    amount = bool(kinds - _NOT_AMOUNTS) or bool(_NUMBER_WORDS.search(text))
+    when = bool(kinds & {"date", "time", "weekday"}) or bool(_WHEN_WORDS.search(text))
+    when = when or bool(_YEAR.search(text))
+    if _ASKS_AMOUNT.match(question):
+        return amount
+    if _ASKS_LENGTH.match(question):
+        return amount or when
+    if _ASKS_WHEN.match(question):
+        return when
+    return True
 
 
 def known_missing(q: list[str], texts: list[str], df: dict[str, int], total: int) -> float:

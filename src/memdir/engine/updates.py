@@ -46,7 +46,8 @@ SHARED_SUBJECT = 0.34
 LEXICAL_SUBJECT = 0.6
 
 _VALUE = re.compile(
-    r"(?:\b[A-Za-z]{1,4}-?\d{3,}\b)"  # codes: a policy, a model number
+    r"(?:\b(?:(?:mon|tues?|wednes|thurs?|fri|satur|sun)days?|tues|weds|thurs)\b)"  # weekdays
+    r"|(?:\b[A-Za-z]{1,4}-?\d{3,}\b)"  # codes: a policy, a model number
     r"|(?:[£$€]\s?\d[\d,.]*(?:\s?[km]\b)?)"  # amounts
     r"|(?:\d+(?::\d+)+)"  # ratios and times, 1:1:1, 07:30
     r"|(?:\d+(?:[./-]\d+)+)"  # dates, versions, addresses
@@ -67,7 +68,14 @@ def values(claim: str) -> frozenset[str]:
     text = FOOTNOTE_REF.sub("", claim)
     found = {m.group(0) for m in _VALUE.finditer(text)}
     found |= {m.group(0) for m in _MONTH.finditer(text) if any(c.isdigit() for c in m.group(0))}
-    return frozenset(re.sub(r"\s+", "", v.lower()).rstrip(".,") for v in found if v.strip())
+    normal = (re.sub(r"\s+", "", v.lower()).rstrip(".,") for v in found if v.strip())
+    return frozenset(_day(v) for v in normal)
+
+
+def _day(value: str) -> str:
+    """A weekday as its first three letters (``Tuesdays``, ``tues`` -> ``tue``), any other
+    value as it is."""
+    return value[:3] if _WEEKDAY.fullmatch(value) else value
 
 
 def subject(claim: str) -> frozenset[str]:
@@ -76,6 +84,8 @@ def subject(claim: str) -> frozenset[str]:
     return frozenset(t for t in term_set(text) if not any(c.isdigit() for c in t))
 
 
+_WEEKDAY = re.compile(r"(?:mon|tues?|wednes|thurs?|fri|satur|sun)days?|tues|weds|thurs")
+_DAYS = frozenset({"mon", "tue", "wed", "thu", "fri", "sat", "sun"})
 _MONTH_NAME = re.compile(r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec")
 _QUANTITY = re.compile(r"[\d.,]+([a-z]+)")
 _UNITS = {"min": "minutes", "mins": "minutes", "hour": "hours", "day": "days", "week": "weeks"}
@@ -93,12 +103,38 @@ def kind(value: str) -> str:
         return "time"
     if re.fullmatch(r"\d+(?:[./-]\d+){2}", value) or _MONTH_NAME.search(value):
         return "date"
+    if value in _DAYS:
+        return "weekday"
     quantity = _QUANTITY.fullmatch(value)
     if quantity:
         return _UNITS.get(quantity.group(1), quantity.group(1))
     if re.fullmatch(r"[\d.,]+", value):
         return "number"
     return "code"
+
+
+#: Words by which a sentence says that something changed: "is now", "moved to", "goes up
+#: to", "from next week", "no longer", "switched", "instead"...
+_CUE = re.compile(
+    r"\b(?:now|no longer|any ?more|instead|moved|moving|changed?|switch(?:ed|ing)?|"
+    r"pushed|put (?:it |us |me |them )?(?:up|down|back)|goes (?:up |down )?to|gone (?:up|down)|"
+    r"went (?:up|down)|up to|down to|rose|raised|dropped|cut|upgraded|downgraded|stepped|"
+    r"new|from (?:next|this|now|then)|has replaced|replaced|taken over|took over)\b",
+    re.IGNORECASE,
+)
+
+
+def says_changed(sentence: str) -> bool:
+    """Whether a sentence says in words that a value changed ("the test is now 9 April",
+    "moved to Fridays", "goes up to £47"): the cue that lets a claim further away by
+    meaning be the one it updates (``update_cue_similarity``)."""
+    return bool(_CUE.search(FOOTNOTE_REF.sub("", sentence)))
+
+
+def claim_floor(sentence: str, similarity: float, cue_similarity: float) -> float:
+    """The cosine a claim needs with ``sentence`` to be the fact it restates: the lower
+    ``cue_similarity`` when the sentence says that something changed."""
+    return min(similarity, cue_similarity) if says_changed(sentence) else similarity
 
 
 def changed_value(old: str, new: str) -> bool:
@@ -163,6 +199,7 @@ def merge(
     edited: bool = False,
     similarity: Similarity | None = None,
     claim_similarity: float = 1.0,
+    cue_similarity: float = 1.0,
 ) -> Merged:
     """The article with a new source merged in.
 
@@ -172,7 +209,8 @@ def merge(
     ``date`` key, else when it was ingested); the other is superseded. ``edited``: the
     source is a new version of one the article cites, whose own claims it replaces.
     ``similarity`` (the cosines of claims with one claim, by the embedder) lets a claim
-    said in other words supersede the one nearest it, at ``claim_similarity`` or above.
+    said in other words supersede the one nearest it, at ``claim_similarity`` or above
+    (``cue_similarity`` when the claim says that something changed: :func:`says_changed`).
     """
     parsed = frontmatter.parse(article_text)
     fm = dict(parsed.fm)
@@ -201,7 +239,8 @@ def merge(
         if similarity is not None and kept and not conflicts:
             sims = list(similarity([_plain(c) for c in kept], _plain(sentence)))
             best = max(range(len(kept)), key=lambda k: sims[k])
-            if same_fact(kept[best], sentence, sims[best], claim_similarity):
+            floor = claim_floor(sentence, claim_similarity, cue_similarity)
+            if same_fact(kept[best], sentence, sims[best], floor):
                 conflicts = [kept[best]]
         older_new = False
         for old in conflicts:
