@@ -128,6 +128,8 @@ def test_a_plain_key_survives_a_round_trip(key: str) -> None:
     assume(key == key.strip() and _plain_key_reads_as_one_key(key))
     assume(not key.startswith(("<<", "---")))
     assume(not key.startswith(('"', "'")))  # quoted, not plain: `""` is the empty key
+    # An anchor names the key's node and is no part of its text: `&0: 1` has the empty key.
+    assume(not key.startswith("&"))
     doc = f"---\n{key}: 1\nother: x\n---\nbody\n"
     parsed = frontmatter.parse(doc)
     if parsed.error is not None:  # memdir refuses what PyYAML reads (an alias, a tag)
@@ -153,3 +155,10 @@ def test_any_key_text_survives_render_and_edit(keys: list[str]) -> None:
     assert frontmatter.parse(doc).fm == fm
     edited = frontmatter.edit(doc, _set_status)
     assert frontmatter.parse(edited).fm == {**fm, "memory_status": "superseded"}
+
+
+def test_an_anchor_on_a_key_is_no_part_of_it() -> None:
+    """`&name` names a key's node; the key is its text without it (the empty key when there is
+    none), as for an anchored value."""
+    assert frontmatter.parse("---\n&a k: 1\n---\nb\n").fm == {"k": 1}
+    assert frontmatter.parse("---\n&0: 1\nother: x\n---\nb\n").fm == {"": 1, "other": "x"}
