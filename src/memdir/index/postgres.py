@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -49,34 +50,44 @@ if TYPE_CHECKING:
 __all__ = ["PgIndex", "PgSyncStats", "tokens_of"]
 
 DOCS, PASSAGES = 0, 1  # the two BM25 tables, as the `kind` column names them
-BATCH = 2000  # rows tokenized and written per round
+BATCH = 2000  # rows tokenized and written per round of an incremental sync
+VERSION = "2"  # of the tables below; a database with another is emptied and made again
 
+# Every table but memdir_stores is partitioned by store: a full build fills a new table
+# of its own, builds its indexes once at the end and swaps it in for the old one.
 SCHEMA = """
 CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS memdir_meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS memdir_stores (
+    store text PRIMARY KEY, epoch text NOT NULL, seq bigint NOT NULL, model text);
 CREATE TABLE IF NOT EXISTS memdir_docs (
-    store text NOT NULL, path text NOT NULL, sig text NOT NULL,
+    store text NOT NULL, path text NOT NULL,
     zone int NOT NULL, hidden int NOT NULL, memory_kind text, type text,
     thread text, "user" text, created text, fm jsonb,
-    PRIMARY KEY (store, path));
+    PRIMARY KEY (store, path)) PARTITION BY LIST (store);
 CREATE TABLE IF NOT EXISTS memdir_rows (
-    store text NOT NULL, kind smallint NOT NULL, path text NOT NULL, sig text NOT NULL,
-    dl int NOT NULL,
-    PRIMARY KEY (store, kind, path));
+    store text NOT NULL, kind smallint NOT NULL, path text NOT NULL, dl int NOT NULL,
+    PRIMARY KEY (store, kind, path)) PARTITION BY LIST (store);
 CREATE TABLE IF NOT EXISTS memdir_terms (
     store text NOT NULL, kind smallint NOT NULL, term text NOT NULL, path text NOT NULL,
-    tf1 real NOT NULL, tf2 real NOT NULL, tf3 real NOT NULL,
-    PRIMARY KEY (store, kind, term, path));
-CREATE INDEX IF NOT EXISTS memdir_terms_path ON memdir_terms (store, kind, path);
+    tf1 real NOT NULL, tf2 real NOT NULL, tf3 real NOT NULL) PARTITION BY LIST (store);
+CREATE INDEX IF NOT EXISTS memdir_terms_term ON memdir_terms (kind, term);
+CREATE INDEX IF NOT EXISTS memdir_terms_path ON memdir_terms (path);
 CREATE TABLE IF NOT EXISTS memdir_vectors (
     store text NOT NULL, path text NOT NULL, chunk_no int NOT NULL,
     start_at int NOT NULL, end_at int NOT NULL, model text NOT NULL,
     embedding vector NOT NULL,
-    PRIMARY KEY (store, path, chunk_no));
-CREATE TABLE IF NOT EXISTS memdir_vector_sigs (
-    store text NOT NULL, path text NOT NULL, sig text NOT NULL,
-    PRIMARY KEY (store, path));
+    PRIMARY KEY (store, path, chunk_no)) PARTITION BY LIST (store);
 """
-TABLES = ("memdir_docs", "memdir_rows", "memdir_terms", "memdir_vectors", "memdir_vector_sigs")
+# The partitioned tables, and the indexes a new partition of each is given before it is
+# attached (matching the parent's, so attaching builds nothing).
+TABLES = {
+    "memdir_docs": ("PRIMARY KEY (store, path)",),
+    "memdir_rows": ("PRIMARY KEY (store, kind, path)",),
+    "memdir_terms": ("(kind, term)", "(path)"),  # one row per (kind, term, path): no key
+    "memdir_vectors": ("PRIMARY KEY (store, path, chunk_no)",),
+}
+OLD_TABLES = ("memdir_vector_sigs",)  # of version 1, dropped with the rest
 _SECRET = re.compile(r"(password\s*=\s*)\S+|(://[^:/@\s]+:)[^@\s]+@", re.IGNORECASE)
 
 
@@ -156,6 +167,7 @@ class PgSyncStats:
     passages: int = 0
     vectors: int = 0
     removed: int = 0
+    full: bool = False  # the store's rows were built afresh (not only the changed paths)
     skipped: bool = False  # another writer held the store's lock: read as it was
 
     @property
@@ -164,9 +176,13 @@ class PgSyncStats:
 
 
 class PgIndex:
-    """One store's rows in a Postgres index. Thread-safe: one connection per thread."""
+    """One store's rows in a Postgres index. Thread-safe: one connection per thread.
 
-    def __init__(self, dsn: str, store: str, *, timeout: float = 5.0) -> None:
+    ``writer`` False (``[index] writer = false``: a replica that only reads) never writes
+    the store's rows and never compares them with its own index.
+    """
+
+    def __init__(self, dsn: str, store: str, *, timeout: float = 5.0, writer: bool = True) -> None:
         if not dsn:
             from ..errors import ConfigError
 
@@ -174,11 +190,12 @@ class PgIndex:
         self.dsn = dsn
         self.store = store
         self.timeout = timeout
+        self.writer = writer
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
         self._schema_ready = False
-        # The local index's state last mirrored, per vector model (None: no vectors synced).
+        # The local change log's (epoch, seq) last pushed, per vector model (None: no vectors).
         self._seen: dict[str | None, tuple[Any, ...]] = {}
 
     # -- connections ---------------------------------------------------------------------
@@ -228,7 +245,15 @@ class PgIndex:
             with conn.transaction():
                 # One creator at a time: CREATE ... IF NOT EXISTS races with itself.
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('memdir:schema'))")
-                conn.execute(SCHEMA)
+                if _schema_version(conn) != VERSION:
+                    # Tables of another version hold only derived rows: drop them, and
+                    # every store's next sync builds its rows again (memdir_stores is gone).
+                    for table in (*TABLES, *OLD_TABLES, "memdir_stores", "memdir_meta"):
+                        conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+                    conn.execute(SCHEMA)
+                    conn.execute(
+                        "INSERT INTO memdir_meta (key, value) VALUES ('version', %s)", (VERSION,)
+                    )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
         self._schema_ready = True
@@ -256,34 +281,25 @@ class PgIndex:
 
     # -- writing --------------------------------------------------------------------------
 
-    def _state(self, local: Index) -> tuple[Any, ...]:
-        """What changes whenever the local index changes what Postgres mirrors.
-
-        Its generation (every change of a document row) and the top of its chunk log
-        (every change of the vectors and passages); a cache the local index writes for
-        itself (postings of common words) changes neither.
-        """
-        from .vectorrows import chunk_log_top
-
-        try:
-            chunks: Any = chunk_log_top(local.conn)
-        except sqlite3.Error:
-            chunks = None
-        return (local.generation, chunks)
-
     def sync(self, local: Index, model: str | None, *, force: bool = False) -> PgSyncStats:
         """Bring this store's rows in step with the local index (its vectors of ``model``).
 
-        Skipped when the local index has not changed since the last sync of this object;
-        ``model`` None (a keyword search) leaves the vectors as they are.
-        A search does not wait for another writer (``skipped`` then says so).
+        The local change log (:mod:`memdir.index.pglog`) names the paths changed since the
+        last push, which Postgres records per store: only those are written. A store
+        Postgres has no rows of, rows pushed from another local index (another epoch) or
+        vectors of another model are built afresh. Nothing is read from Postgres when the
+        log has not moved since this object's last sync, and nothing at all by a reader
+        (``writer`` False). ``model`` None (a keyword search) keeps the vectors of the
+        model Postgres holds. A search does not wait for another writer (``skipped``).
         """
+        if not self.writer:
+            return PgSyncStats()
         state = self._state(local)
         if not force and self._seen.get(model) == state:
             return PgSyncStats()
         stats = self._write(local, model, wait=False, full=False)
         if not stats.skipped:
-            self._seen[model] = state
+            self._seen[model] = self._state(local) if stats.full else state
         return stats
 
     def rebuild(self, local: Index, model: str | None) -> PgSyncStats:
@@ -292,160 +308,229 @@ class PgIndex:
         self._seen = {model: self._state(local)}
         return stats
 
+    def _state(self, local: Index) -> tuple[str | None, int]:
+        """Where the local change log stands (its epoch and last seq)."""
+        from . import pglog
+
+        try:
+            return pglog.top(local.conn)
+        except sqlite3.Error:
+            return None, 0
+
     def _write(self, local: Index, model: str | None, *, wait: bool, full: bool) -> PgSyncStats:
+        from . import pglog
+
         stats = PgSyncStats()
+        with local.transaction() as tx:
+            epoch = pglog.enable(tx)  # from now on every change is logged
         lconn = local.conn
         with self._session() as conn, self._writer(conn, wait=wait) as held:
             if not held:
                 stats.skipped = True
                 return stats
-            if full:
-                for table in TABLES:
-                    conn.execute(f"DELETE FROM {table} WHERE store = %s", (self.store,))
-            self._sync_docs(conn, lconn, stats)
-            self._sync_rows(conn, lconn, DOCS, stats)
-            if _has_passages(lconn):
-                self._sync_rows(conn, lconn, PASSAGES, stats)
-            if model is not None:  # a keyword search leaves the vectors as they are
-                self._sync_vectors(conn, lconn, model, stats)
+            row = conn.execute(
+                "SELECT epoch, seq, model FROM memdir_stores WHERE store = %s", (self.store,)
+            ).fetchone()
+            _epoch, seq = pglog.top(lconn)  # read before the rows: a later change is pushed again
+            if row is not None and model is None:
+                model = row[2]  # a keyword search keeps the vectors Postgres has
+            if (
+                full
+                or row is None
+                or row[0] != epoch
+                or int(row[1]) > seq
+                or (model is not None and row[2] != model)
+            ):
+                self._build(conn, lconn, model, stats)
+            else:
+                paths = pglog.since(lconn, int(row[1]))
+                for lo in range(0, len(paths), BATCH):
+                    self._push(conn, lconn, paths[lo : lo + BATCH], model, stats)
+            conn.execute(
+                "INSERT INTO memdir_stores (store, epoch, seq, model) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (store) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq, "
+                "model = excluded.model",
+                (self.store, epoch, seq, model),
+            )
         return stats
 
-    def _remote(self, conn: Any, sql: str, *args: Any) -> dict[str, str]:
-        return {str(p): str(s) for p, s in conn.execute(sql, (self.store, *args)).fetchall()}
+    # -- a full build: new partitions, swapped in at the end
 
-    def _sync_docs(self, conn: Any, lconn: sqlite3.Connection, stats: PgSyncStats) -> None:
-        rows = {}
-        for r in lconn.execute(
-            "SELECT path, hash, zone, hidden, memory_kind, type, thread, user, created, fm "
-            "FROM docs"
-        ):
-            values = tuple(r)
-            rows[str(values[0])] = (_sig(values[1:]), values)
-        there = self._remote(conn, "SELECT path, sig FROM memdir_docs WHERE store = %s")
-        gone = [p for p in there if p not in rows]
-        todo = [v for p, (sig, v) in rows.items() if there.get(p) != sig]
-        if gone:
-            conn.execute(
-                "DELETE FROM memdir_docs WHERE store = %s AND path = ANY(%s)", (self.store, gone)
-            )
-            stats.removed += len(gone)
-        for lo in range(0, len(todo), BATCH):
-            part = todo[lo : lo + BATCH]
-            conn.execute(
-                "DELETE FROM memdir_docs WHERE store = %s AND path = ANY(%s)",
-                (self.store, [v[0] for v in part]),
-            )
-            with conn.cursor().copy(
-                "COPY memdir_docs (store, path, sig, zone, hidden, memory_kind, type, thread, "
-                '"user", created, fm) FROM STDIN'
-            ) as copy:
-                for v in part:
-                    copy.write_row(
-                        (self.store, v[0], _sig(v[1:]), int(v[2] or 0), int(v[3] or 0), *v[4:9],
-                         _json(v[9]))
-                    )  # fmt: skip
-            stats.docs += len(part)
-
-    def _sync_rows(
-        self, conn: Any, lconn: sqlite3.Connection, kind: int, stats: PgSyncStats
-    ) -> None:
-        """The BM25 rows of the documents (``docs_fts``) or the passages (``passages_fts``)."""
-        if kind == DOCS:
-            select = (
-                "SELECT d.path, f.title, f.body, '' FROM docs_fts f JOIN docs d ON d.id = f.rowid"
-            )
-        else:
-            select = (
-                "SELECT d.path, p.title, p.body, p.context FROM passages_fts p "
-                "JOIN docs d ON d.id = p.rowid"
-            )
-        rows = {}
-        for path, *text in lconn.execute(select):
-            rows[str(path)] = (_sig(text), text)
-        there = self._remote(
-            conn, "SELECT path, sig FROM memdir_rows WHERE store = %s AND kind = %s", kind
-        )
-        gone = [p for p in there if p not in rows]
-        todo = [(p, sig, text) for p, (sig, text) in rows.items() if there.get(p) != sig]
-        self._drop_rows(conn, kind, gone)
-        stats.removed += len(gone)
-        for lo in range(0, len(todo), BATCH):
-            part = todo[lo : lo + BATCH]
-            self._drop_rows(conn, kind, [p for p, _, _ in part])
-            counted = tokens_of([[str(t or "") for t in text] for _, _, text in part])
-            cur = conn.cursor()
-            with cur.copy("COPY memdir_rows (store, kind, path, sig, dl) FROM STDIN") as copy:
-                for (path, sig, _), (_, length) in zip(part, counted, strict=True):
-                    copy.write_row((self.store, kind, path, sig, length))
-            with cur.copy(
-                "COPY memdir_terms (store, kind, term, path, tf1, tf2, tf3) FROM STDIN"
-            ) as copy:
-                for (path, _, _), (terms, _) in zip(part, counted, strict=True):
-                    for term, tf in terms.items():
-                        copy.write_row((self.store, kind, term, path, *tf))
-            if kind == DOCS:
-                stats.docs += 0  # counted by the document rows
-            else:
-                stats.passages += len(part)
-
-    def _drop_rows(self, conn: Any, kind: int, paths: list[str]) -> None:
-        if not paths:
-            return
-        for table in ("memdir_rows", "memdir_terms"):
-            conn.execute(
-                f"DELETE FROM {table} WHERE store = %s AND kind = %s AND path = ANY(%s)",
-                (self.store, kind, paths),
-            )
-
-    def _sync_vectors(
+    def _build(
         self, conn: Any, lconn: sqlite3.Connection, model: str | None, stats: PgSyncStats
     ) -> None:
-        local: dict[str, list[str]] = {}
+        """Write every row of the store into new tables and swap them in for the old ones.
+
+        Each new table gets its indexes after it is filled (one sort each, several times
+        faster than keeping them up to date row by row) and a check on the store key, so
+        attaching it to its parent neither scans it nor builds anything. Readers see the
+        old rows until the commit; the swap at the end holds each parent's lock for
+        moments only.
+        """
+        stats.full = True
+        conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
+        suffix = secrets.token_hex(4)
+        made = {table: self._new_part(conn, table, suffix) for table in TABLES}
+        with conn.cursor().copy(
+            f"COPY {made['memdir_docs']} (store, path, zone, hidden, memory_kind, type, "
+            'thread, "user", created, fm) FROM STDIN'
+        ) as copy:
+            for v in lconn.execute(_DOC_ROWS):
+                copy.write_row((self.store, v[0], int(v[1] or 0), int(v[2] or 0), *v[3:8],
+                                _json(v[8])))  # fmt: skip
+                stats.docs += 1
+        self._build_rows(conn, lconn, made, DOCS, stats)
+        if _has_passages(lconn):
+            stats.passages = self._build_rows(conn, lconn, made, PASSAGES, stats)
         if model is not None and _has_table(lconn, "chunks"):
-            for path, text_hash in lconn.execute(
-                "SELECT d.path, c.text_hash FROM chunks c JOIN docs d ON d.id = c.doc_id "
-                "JOIN vectors v ON v.model = ? AND v.text_hash = c.text_hash "
-                "ORDER BY c.doc_id, c.chunk_no",
-                (model,),
-            ):
-                local.setdefault(str(path), []).append(str(text_hash))
-        sigs = {path: _sig([model, *hashes]) for path, hashes in local.items()}
-        there = self._remote(conn, "SELECT path, sig FROM memdir_vector_sigs WHERE store = %s")
-        gone = [p for p in there if p not in sigs]
-        todo = [p for p, sig in sigs.items() if there.get(p) != sig]
-        self._drop_vectors(conn, gone)
-        stats.removed += len(gone)
-        for lo in range(0, len(todo), BATCH):
-            part = todo[lo : lo + BATCH]
-            self._drop_vectors(conn, part)
-            marks = ",".join("?" * len(part))
-            found = lconn.execute(
-                "SELECT d.path, c.chunk_no, c.start, c.end, v.vec FROM chunks c "
-                "JOIN docs d ON d.id = c.doc_id "
-                "JOIN vectors v ON v.model = ? AND v.text_hash = c.text_hash "
-                f"WHERE d.path IN ({marks})",
-                (model, *part),
+            with conn.cursor().copy(
+                f"COPY {made['memdir_vectors']} (store, path, chunk_no, start_at, end_at, "
+                "model, embedding) FROM STDIN"
+            ) as copy:
+                for path, chunk_no, start, end, vec in lconn.execute(_VECTOR_ROWS, (model,)):
+                    copy.write_row((self.store, path, chunk_no, start, end, model, _vector(vec)))
+                    stats.vectors += 1
+        for table, new in made.items():
+            for index in TABLES[table]:
+                if index.startswith("PRIMARY KEY"):
+                    conn.execute(f"ALTER TABLE {new} ADD {index}")
+                else:
+                    conn.execute(f"CREATE INDEX ON {new} {index}")
+        for table, new in made.items():
+            for old in self._parts(conn, table):
+                if old != new:
+                    conn.execute(f"DROP TABLE {old}")
+            conn.execute(
+                _sql(f"ALTER TABLE {table} ATTACH PARTITION {new} FOR VALUES IN ({{}})", self.store)
             )
-            cur = conn.cursor()
-            with cur.copy(
+            conn.execute(f"ANALYZE {new}")
+
+    def _part_prefix(self, table: str) -> str:
+        return f"{table}_{hashlib.md5(self.store.encode()).hexdigest()}_"
+
+    def _new_part(self, conn: Any, table: str, suffix: str) -> str:
+        name = self._part_prefix(table) + suffix
+        conn.execute(f"CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS)")
+        conn.execute(_sql(f"ALTER TABLE {name} ADD CHECK (store = {{}})", self.store))
+        return name
+
+    def _parts(self, conn: Any, table: str) -> list[str]:
+        """The partitions of ``table`` that hold this store (one, or none yet)."""
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = %s::regclass AND c.relname LIKE %s",
+            (table, self._part_prefix(table) + "%"),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def _build_rows(
+        self,
+        conn: Any,
+        lconn: sqlite3.Connection,
+        made: dict[str, str],
+        kind: int,
+        stats: PgSyncStats,
+    ) -> int:
+        """Every BM25 row of one kind, with its terms read from the local FTS5 index itself.
+
+        The tokens are those FTS5 stored (``fts5vocab``), counted per row, term and column
+        by SQLite, and each row's terms leave SQLite as lines of COPY text: no Python loop
+        per term. Rows without a token get their row (length 0), as FTS5 counts them.
+        """
+        fts = "docs_fts" if kind == DOCS else "passages_fts"
+        cols = ("title", "body") if kind == DOCS else ("title", "body", "context")
+        vocab = f"memdir_pg_{fts}_vocab"
+        lconn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{vocab} USING "
+                      f"fts5vocab(main, '{fts}', 'instance')")  # fmt: skip
+        sums = ", ".join(f"sum(col = '{c}') AS t{i}" for i, c in enumerate(cols))
+        per_term = f"SELECT doc, term, {sums} FROM temp.{vocab} GROUP BY term, doc"
+        t3 = " + ".join(f"x.t{i}" for i in range(len(cols)))
+        tf_fmt = "\t".join(["%d"] * 3)
+        tf_args = ", ".join([f"x.t{i}" for i in range(len(cols))] + ["0"] * (3 - len(cols)))
+        lines = (
+            f"SELECT x.doc, d.path, sum({t3}), group_concat(printf('%s\t%d\t%s\t%s\t{tf_fmt}', "
+            f"?, ?, {_escaped('x.term')}, {_escaped('d.path')}, {tf_args}), char(10)) "
+            f"FROM ({per_term}) x JOIN docs d ON d.id = x.doc GROUP BY x.doc"
+        )
+        lengths: dict[str, int] = {}
+        cur = conn.cursor()
+        with cur.copy(
+            f"COPY {made['memdir_terms']} (store, kind, term, path, tf1, tf2, tf3) FROM STDIN"
+        ) as copy:
+            for _doc, path, length, text in lconn.execute(lines, (_copy_text(self.store), kind)):
+                lengths[str(path)] = int(length)
+                copy.write(text.encode("utf-8", "surrogatepass") + b"\n")
+        count = 0
+        with cur.copy(f"COPY {made['memdir_rows']} (store, kind, path, dl) FROM STDIN") as copy:
+            for (path,) in lconn.execute(
+                f"SELECT d.path FROM {fts} f JOIN docs d ON d.id = f.rowid"
+            ):
+                copy.write_row((self.store, kind, path, lengths.get(str(path), 0)))
+                count += 1
+        return count
+
+    # -- an incremental sync: the changed paths only
+
+    def _push(
+        self,
+        conn: Any,
+        lconn: sqlite3.Connection,
+        paths: list[str],
+        model: str | None,
+        stats: PgSyncStats,
+    ) -> None:
+        """Delete these paths' rows and write them again from the local index."""
+        marks = ",".join("?" * len(paths))
+        for table in TABLES:
+            if table == "memdir_vectors" and model is None:
+                continue
+            conn.execute(
+                f"DELETE FROM {table} WHERE store = %s AND path = ANY(%s)", (self.store, paths)
+            )
+        docs = lconn.execute(_DOC_ROWS + f" WHERE path IN ({marks})", paths).fetchall()
+        stats.removed += len(paths) - len(docs)
+        with conn.cursor().copy(
+            "COPY memdir_docs (store, path, zone, hidden, memory_kind, type, thread, "
+            '"user", created, fm) FROM STDIN'
+        ) as copy:
+            for v in docs:
+                copy.write_row((self.store, v[0], int(v[1] or 0), int(v[2] or 0), *v[3:8],
+                                _json(v[8])))  # fmt: skip
+        stats.docs += len(docs)
+        self._push_rows(conn, lconn, DOCS, paths)
+        if _has_passages(lconn):
+            stats.passages += self._push_rows(conn, lconn, PASSAGES, paths)
+        if model is not None and _has_table(lconn, "chunks"):
+            found = lconn.execute(_VECTOR_ROWS + f" AND d.path IN ({marks})", (model, *paths))
+            with conn.cursor().copy(
                 "COPY memdir_vectors (store, path, chunk_no, start_at, end_at, model, embedding) "
                 "FROM STDIN"
             ) as copy:
                 for path, chunk_no, start, end, vec in found:
                     copy.write_row((self.store, path, chunk_no, start, end, model, _vector(vec)))
-            with cur.copy("COPY memdir_vector_sigs (store, path, sig) FROM STDIN") as copy:
-                for path in part:
-                    copy.write_row((self.store, path, sigs[path]))
-            stats.vectors += len(part)
+                    stats.vectors += 1
 
-    def _drop_vectors(self, conn: Any, paths: list[str]) -> None:
-        if not paths:
-            return
-        for table in ("memdir_vectors", "memdir_vector_sigs"):
-            conn.execute(
-                f"DELETE FROM {table} WHERE store = %s AND path = ANY(%s)",
-                (self.store, paths),
-            )
+    def _push_rows(self, conn: Any, lconn: sqlite3.Connection, kind: int, paths: list[str]) -> int:
+        """The BM25 rows of these paths (tokenized here, as FTS5 tokenizes them)."""
+        marks = ",".join("?" * len(paths))
+        if kind == DOCS:
+            select = "SELECT d.path, f.title, f.body, '' FROM docs_fts f "
+        else:
+            select = "SELECT d.path, f.title, f.body, f.context FROM passages_fts f "
+        select += f"JOIN docs d ON d.id = f.rowid WHERE d.path IN ({marks})"
+        rows = lconn.execute(select, paths).fetchall()
+        counted = tokens_of([[str(t or "") for t in text] for _, *text in rows])
+        cur = conn.cursor()
+        with cur.copy("COPY memdir_rows (store, kind, path, dl) FROM STDIN") as copy:
+            for (path, *_), (_, length) in zip(rows, counted, strict=True):
+                copy.write_row((self.store, kind, path, length))
+        with cur.copy(
+            "COPY memdir_terms (store, kind, term, path, tf1, tf2, tf3) FROM STDIN"
+        ) as copy:
+            for (path, *_), (terms, _) in zip(rows, counted, strict=True):
+                for term, tf in terms.items():
+                    copy.write_row((self.store, kind, term, path, *tf))
+        return len(rows)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -557,10 +642,42 @@ def filter_sql(flt: Filters, alias: str = "d") -> tuple[str, list[Any]]:
     return " AND " + " AND ".join(parts), params
 
 
-def _sig(values: Sequence[Any]) -> str:
-    return hashlib.blake2b(
-        json.dumps(list(values), default=str).encode("utf-8", "surrogatepass"), digest_size=12
-    ).hexdigest()
+_DOC_ROWS = "SELECT path, zone, hidden, memory_kind, type, thread, user, created, fm FROM docs"
+_VECTOR_ROWS = (
+    "SELECT d.path, c.chunk_no, c.start, c.end, v.vec FROM chunks c "
+    "JOIN docs d ON d.id = c.doc_id JOIN vectors v ON v.model = ? AND v.text_hash = c.text_hash"
+)
+
+
+def _schema_version(conn: Any) -> str | None:
+    """The version of memdir's tables in this database (None: none, or of version 1)."""
+    if conn.execute("SELECT to_regclass('memdir_meta')").fetchone()[0] is None:
+        return None
+    row = conn.execute("SELECT value FROM memdir_meta WHERE key = 'version'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _sql(template: str, value: str) -> Any:
+    """A statement with a string literal where ``{}`` stands (DDL takes no parameters)."""
+    from psycopg import sql
+
+    return sql.SQL(template).format(sql.Literal(value))
+
+
+def _copy_text(value: str) -> str:
+    """A value as COPY's text format writes it (backslash, tab, newline, CR escaped)."""
+    return (
+        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+        .replace("\r", "\\r")
+    )  # fmt: skip
+
+
+def _escaped(column: str) -> str:
+    """SQLite's expression for a column as COPY's text format writes it."""
+    out = f"replace({column}, '\\', '\\\\')"
+    for code, letter in ((9, "t"), (10, "n"), (13, "r")):
+        out = f"replace({out}, char({code}), '\\{letter}')"
+    return out
 
 
 def _json(value: Any) -> str | None:
