@@ -3,7 +3,7 @@
 A real PostgreSQL with pgvector and real stores on disk. The rows a sync writes for the
 changed paths only (from the local index's change log) must be the rows a full build
 writes; a sync after one edit must read and write that path's rows, not the store's; a
-store pushed from another local index, or tables of an
+reader replica never writes; a store pushed from another local index, or tables of an
 older layout, are built afresh.
 """
 
@@ -130,6 +130,29 @@ def test_a_sync_after_one_edit_reads_that_path_only(
         before = _tuples_read(dsn, pg)
         assert pg.sync(mem.index, model).changed == 0
         assert _tuples_read(dsn, pg) == before
+
+
+def test_a_reader_replica_reads_and_never_writes(tmp_path: Path, pg_server: Any, toy: None) -> None:
+    dsn = pg_server.dsn
+    key = f"reader{next(_names)}"
+    first = Store.init(tmp_path / "writer", git=False)
+    with _open(first, dsn, key) as writer:
+        _fill(writer)
+        writer.search("bread", mode="hybrid")
+    second = tmp_path / "reader"
+    shutil.copytree(first, second, ignore=shutil.ignore_patterns("*.db*"))
+    with _open(first, dsn, key) as writer, _open(second, dsn, key, writer=False) as reader:
+        before = _rows(dsn, key)
+        assert [h.path for h in reader.search("crisp crust", mode="bm25", limit=3)]
+        reader.write("notes/only-here.md", "# Here\n\nA quince tart.\n")
+        found = [h.path for h in reader.search("quince tart", mode="hybrid")]
+        assert found and "notes/only-here.md" not in found  # not in Postgres: not pushed
+        assert _rows(dsn, key) == before
+        for mem in (writer, reader):  # the same file in both clones
+            mem.write("notes/both.md", "# Both\n\nA damson jam.\n")
+        assert reader.search("damson", mode="bm25") == []  # the writer has not pushed yet
+        assert [h.path for h in writer.search("damson", mode="bm25")] == ["notes/both.md"]
+        assert [h.path for h in reader.search("damson", mode="bm25")] == ["notes/both.md"]
 
 
 def test_rows_pushed_from_another_local_index_are_built_afresh(
