@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from helpers import write_turn_page
+from memdir.errors import ConfigError
 from memdir.files.store import Store
 from memdir.index.postgres import PgIndex
 from memdir.service import Memory
@@ -204,5 +205,11 @@ def test_tables_of_the_first_layout_are_made_again(tmp_path: Path, toy: None) ->
             assert [h.path for h in mem.search("vinegar", mode="bm25")] == ["a.md"]
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             assert conn.execute("SELECT to_regclass('memdir_vector_sigs')").fetchone() == (None,)
+            # Tables of a newer layout are left alone: this memdir says so and stops.
+            conn.execute("UPDATE memdir_meta SET value = '99' WHERE key = 'version'")
+        with pytest.raises(ConfigError, match="layout 99, made by a newer memdir"):
+            PgIndex(server.dsn, "old").count()
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM memdir_docs").fetchone() == (4,)
     finally:
         server.remove()
