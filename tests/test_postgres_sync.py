@@ -57,7 +57,13 @@ def _rows(dsn: str, store: str) -> dict[str, list[tuple[Any, ...]]]:
 
     out: dict[str, list[tuple[Any, ...]]] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for table in ("memdir_docs", "memdir_rows", "memdir_terms", "memdir_vectors"):
+        for table in (
+            "memdir_docs",
+            "memdir_rows",
+            "memdir_terms",
+            "memdir_vectors",
+            "memdir_counts",
+        ):
             rows = conn.execute(f"SELECT * FROM {table} WHERE store = %s", (store,)).fetchall()
             out[table] = sorted((tuple(str(v) for v in r[1:]) for r in rows), key=repr)
     return out
@@ -101,6 +107,7 @@ def test_changed_paths_get_the_rows_a_full_build_writes(
         assert pg.rebuild(mem.index, model).full
         assert _rows(dsn, key) == incremental
     assert len(incremental["memdir_docs"]) == 17  # with the three files of a new store
+    assert [r[:2] for r in incremental["memdir_counts"]] == [("0", "17"), ("1", "17")]
     assert any("spelt" in str(r) for r in incremental["memdir_terms"])
 
 

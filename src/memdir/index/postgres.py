@@ -62,6 +62,9 @@ CREATE EXTENSION IF NOT EXISTS vector;
 CREATE TABLE IF NOT EXISTS memdir_meta (key text PRIMARY KEY, value text NOT NULL);
 CREATE TABLE IF NOT EXISTS memdir_stores (
     store text PRIMARY KEY, epoch text NOT NULL, seq bigint NOT NULL, model text);
+CREATE TABLE IF NOT EXISTS memdir_counts (
+    store text NOT NULL, kind smallint NOT NULL, n bigint NOT NULL, total bigint NOT NULL,
+    PRIMARY KEY (store, kind));
 CREATE TABLE IF NOT EXISTS memdir_docs (
     store text NOT NULL, path text NOT NULL,
     zone int NOT NULL, hidden int NOT NULL, memory_kind text, type text,
@@ -89,6 +92,9 @@ TABLES = {
     "memdir_terms": ("(kind, term)", "(path)"),  # no key: one row per kind, term, path
     "memdir_vectors": ("PRIMARY KEY (store, path, chunk_no)",),
 }
+# Per store: what was pushed (memdir_stores), and the number of BM25 rows of each kind and
+# their total length, which BM25 needs for every query (memdir_counts).
+PLAIN_TABLES = ("memdir_stores", "memdir_counts", "memdir_meta")
 OLD_TABLES = ("memdir_vector_sigs",)  # of version 1, dropped with the rest
 _SECRET = re.compile(r"(password\s*=\s*)\S+|(://[^:/@\s]+:)[^@\s]+@", re.IGNORECASE)
 
@@ -258,7 +264,7 @@ class PgIndex:
                 if found != VERSION:
                     # Tables of another version hold only derived rows: drop them, and
                     # every store's next sync builds its rows again (memdir_stores is gone).
-                    for table in (*TABLES, *OLD_TABLES, "memdir_stores", "memdir_meta"):
+                    for table in (*TABLES, *OLD_TABLES, *PLAIN_TABLES):
                         conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
                     conn.execute(SCHEMA)
                     conn.execute(
@@ -391,9 +397,16 @@ class PgIndex:
                 copy.write_row((self.store, v[0], int(v[1] or 0), int(v[2] or 0), *v[3:8],
                                 _json(v[8])))  # fmt: skip
                 stats.docs += 1
-        self._build_rows(conn, lconn, made, DOCS, stats)
+        counts = {DOCS: self._build_rows(conn, lconn, made, DOCS)}
         if _has_passages(lconn):
-            stats.passages = self._build_rows(conn, lconn, made, PASSAGES, stats)
+            counts[PASSAGES] = self._build_rows(conn, lconn, made, PASSAGES)
+            stats.passages = counts[PASSAGES][0]
+        conn.execute("DELETE FROM memdir_counts WHERE store = %s", (self.store,))
+        for kind, (n, total) in counts.items():
+            conn.execute(
+                "INSERT INTO memdir_counts (store, kind, n, total) VALUES (%s, %s, %s, %s)",
+                (self.store, kind, n, total),
+            )
         if model is not None and _has_table(lconn, "chunks"):
             with conn.cursor().copy(
                 f"COPY {made['memdir_vectors']} (store, path, chunk_no, start_at, end_at, "
@@ -441,14 +454,14 @@ class PgIndex:
         lconn: sqlite3.Connection,
         made: dict[str, str],
         kind: int,
-        stats: PgSyncStats,
-    ) -> int:
+    ) -> tuple[int, int]:
         """Every BM25 row of one kind, with its terms read from the local FTS5 index itself.
 
         The tokens are those FTS5 stored (``fts5vocab``), counted per row, term and column
         by SQLite, and written as lines of COPY text (a profile of 10,000 documents: 6.1 s
         with the lines made by SQLite's printf and group_concat, 3.0 s here). Rows without
-        a token get their row (length 0), as FTS5 counts them.
+        a token get their row (length 0), as FTS5 counts them. Returns the number of rows
+        and their total length.
         """
         fts = "docs_fts" if kind == DOCS else "passages_fts"
         cols = ("title", "body") if kind == DOCS else ("title", "body", "context")
@@ -487,7 +500,7 @@ class PgIndex:
         ) as copy:
             for doc_id, path in paths.items():
                 copy.write_row((self.store, kind, path, lengths[doc_id]))
-        return len(paths)
+        return len(paths), sum(lengths.values())
 
     # -- an incremental sync: the changed paths only
 
@@ -501,6 +514,12 @@ class PgIndex:
     ) -> None:
         """Delete these paths' rows and write them again from the local index."""
         marks = ",".join("?" * len(paths))
+        before = conn.execute(
+            "SELECT kind, count(*), coalesce(sum(dl), 0) FROM memdir_rows "
+            "WHERE store = %s AND path = ANY(%s) GROUP BY kind",
+            (self.store, paths),
+        ).fetchall()
+        delta = {int(kind): (-int(n), -int(total)) for kind, n, total in before}
         for table in TABLES:
             if table == "memdir_vectors" and model is None:
                 continue
@@ -517,9 +536,20 @@ class PgIndex:
                 copy.write_row((self.store, v[0], int(v[1] or 0), int(v[2] or 0), *v[3:8],
                                 _json(v[8])))  # fmt: skip
         stats.docs += len(docs)
-        self._push_rows(conn, lconn, DOCS, paths)
-        if _has_passages(lconn):
-            stats.passages += self._push_rows(conn, lconn, PASSAGES, paths)
+        kinds = [DOCS, PASSAGES] if _has_passages(lconn) else [DOCS]
+        for kind in kinds:
+            n, total = self._push_rows(conn, lconn, kind, paths)
+            gone_n, gone_total = delta.get(kind, (0, 0))
+            delta[kind] = (gone_n + n, gone_total + total)
+            if kind == PASSAGES:
+                stats.passages += n
+        for kind, (n, total) in delta.items():
+            conn.execute(
+                "INSERT INTO memdir_counts AS c (store, kind, n, total) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (store, kind) DO UPDATE SET n = c.n + excluded.n, "
+                "total = c.total + excluded.total",
+                (self.store, kind, n, total),
+            )
         if model is not None and _has_table(lconn, "chunks"):
             found = lconn.execute(_VECTOR_ROWS + f" AND d.path IN ({marks})", (model, *paths))
             with conn.cursor().copy(
@@ -530,8 +560,11 @@ class PgIndex:
                     copy.write_row((self.store, path, chunk_no, start, end, model, _vector(vec)))
                     stats.vectors += 1
 
-    def _push_rows(self, conn: Any, lconn: sqlite3.Connection, kind: int, paths: list[str]) -> int:
-        """The BM25 rows of these paths (tokenized here, as FTS5 tokenizes them)."""
+    def _push_rows(
+        self, conn: Any, lconn: sqlite3.Connection, kind: int, paths: list[str]
+    ) -> tuple[int, int]:
+        """The BM25 rows of these paths (tokenized here, as FTS5 tokenizes them): their
+        number and total length."""
         marks = ",".join("?" * len(paths))
         if kind == DOCS:
             select = "SELECT d.path, f.title, f.body, '' FROM docs_fts f "
@@ -550,7 +583,7 @@ class PgIndex:
             for (path, *_), (terms, _) in zip(rows, counted, strict=True):
                 for term, tf in terms.items():
                     copy.write_row((self.store, kind, term, path, *tf))
-        return len(rows)
+        return len(rows), sum(length for _, length in counted)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -563,7 +596,13 @@ class PgIndex:
         return int(row[0]) if row else 0
 
     def has_passages(self) -> bool:
-        return self.count(PASSAGES) > 0
+        """Whether the store has BM25 rows of passages (from the counts: no scan)."""
+        with self._session() as conn:
+            row = conn.execute(
+                "SELECT n FROM memdir_counts WHERE store = %s AND kind = %s",
+                (self.store, PASSAGES),
+            ).fetchone()
+        return bool(row and row[0] > 0)
 
     def bm25(
         self,
@@ -582,8 +621,9 @@ class PgIndex:
         condition, params = filter_sql(flt)
         sql = f"""
         WITH q AS (SELECT unnest(%s::text[]) AS term),
-        st AS (SELECT count(*)::float8 AS n, coalesce(avg(dl), 1)::float8 AS avgdl
-               FROM memdir_rows WHERE store = %s AND kind = %s),
+        st AS (SELECT n::float8 AS n,
+                      CASE WHEN n > 0 THEN total::float8 / n ELSE 1 END AS avgdl
+               FROM memdir_counts WHERE store = %s AND kind = %s),
         df AS (SELECT t.term, count(*)::float8 AS df FROM memdir_terms t
                WHERE t.store = %s AND t.kind = %s AND t.term = ANY(%s::text[]) GROUP BY t.term),
         idf AS (SELECT q.term, CASE WHEN ln((st.n - df.df + 0.5) / (df.df + 0.5)) > 0
