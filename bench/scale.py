@@ -127,6 +127,11 @@ def readers(mem: Memory, queries: list[str], threads: int, seconds: float) -> fl
     return round(sum(done) / (time.perf_counter() - t0), 1)
 
 
+def note(what: str, value: Any) -> None:
+    """One figure on stderr as soon as it is measured (a long run that stops keeps them)."""
+    print(f"{time.strftime('%H:%M:%S')} {what}: {json.dumps(value)}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=20_000)
@@ -165,10 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             mem.embed()
             embed = time.perf_counter() - t0
             out["sqlite"] = {"build_s": round(build, 1), "embed_s": round(embed, 1)}
+            note("sqlite build and embed", out["sqlite"])
             mem.start_watcher()
             out["sqlite"]["bm25"] = timed(mem, queries, "bm25")
+            note("sqlite bm25", out["sqlite"]["bm25"])
             out["sqlite"]["hybrid"] = timed(mem, queries, "hybrid")
+            note("sqlite hybrid", out["sqlite"]["hybrid"])
             out["sqlite"]["readers8_qps"] = readers(mem, queries, 8, args.seconds)
+            note("sqlite readers8_qps", out["sqlite"]["readers8_qps"])
             out["sqlite"]["bm25_after_edit"] = after_edit(mem, queries, "bm25", "sqlite")
             out["sqlite"]["hybrid_after_edit"] = after_edit(mem, queries, "hybrid", "sqlite")
             print(json.dumps(out["sqlite"]), file=sys.stderr)
@@ -178,10 +187,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             pgranks.rebuild(mem.retrieval)  # what `reindex --full` adds to the local build
             build = time.perf_counter() - t0
             out["postgres"] = {"rows_build_s": round(build, 1)}
+            note("postgres rows build", out["postgres"])
             mem.start_watcher()
             out["postgres"]["bm25"] = timed(mem, queries, "bm25")
+            note("postgres bm25", out["postgres"]["bm25"])
             out["postgres"]["hybrid"] = timed(mem, queries, "hybrid")
+            note("postgres hybrid", out["postgres"]["hybrid"])
             out["postgres"]["readers8_qps"] = readers(mem, queries, 8, args.seconds)
+            note("postgres readers8_qps", out["postgres"]["readers8_qps"])
             out["postgres"]["bm25_after_edit"] = after_edit(mem, queries, "bm25", "postgres")
             out["postgres"]["hybrid_after_edit"] = after_edit(mem, queries, "hybrid", "postgres")
             same = sum(
