@@ -431,7 +431,8 @@ class PgIndex:
             conn.execute(f"ANALYZE {new}")
 
     def _part_prefix(self, table: str) -> str:
-        return f"{table}_{hashlib.md5(self.store.encode()).hexdigest()}_"
+        key = hashlib.blake2b(self.store.encode("utf-8", "surrogatepass"), digest_size=16)
+        return f"{table}_{key.hexdigest()}_"
 
     def _new_part(self, conn: Any, table: str, suffix: str) -> str:
         name = self._part_prefix(table) + suffix
