@@ -188,6 +188,30 @@ def test_rows_pushed_from_another_local_index_are_built_afresh(
         assert one.search("sorrel", mode="bm25") == []
 
 
+def test_a_rebuild_replaces_the_partitions_whatever_their_names(
+    tmp_path: Path, pg_server: Any, toy: None
+) -> None:
+    import psycopg
+
+    dsn = pg_server.dsn
+    root = Store.init(tmp_path / "store", git=False)
+    key = f'it\'s a "key" {next(_names)}'  # quotes in the key: a literal in the DDL
+    with _open(root, dsn, key) as mem:
+        _fill(mem)
+        mem.search("bread", mode="bm25")
+        pg = _pg(mem)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            (name,) = conn.execute(
+                "SELECT tableoid::regclass::text FROM memdir_terms WHERE store = %s LIMIT 1",
+                (key,),
+            ).fetchone()  # type: ignore[misc]
+            conn.execute(f"ALTER TABLE {name} RENAME TO memdir_terms_renamed")
+        assert pg.rebuild(mem.index, None).full
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT to_regclass('memdir_terms_renamed')").fetchone() == (None,)
+        assert [h.path for h in mem.search("crisp crust", mode="bm25", limit=1)]
+
+
 def test_tables_of_the_first_layout_are_made_again(tmp_path: Path, toy: None) -> None:
     pytest.importorskip("psycopg")
     import psycopg

@@ -441,11 +441,12 @@ class PgIndex:
         return name
 
     def _parts(self, conn: Any, table: str) -> list[str]:
-        """The partitions of ``table`` that hold this store (one, or none yet)."""
+        """The partitions of ``table`` that hold this store (one, or none yet), by their bound."""
         rows = conn.execute(
             "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = %s::regclass AND c.relname LIKE %s",
-            (table, self._part_prefix(table) + "%"),
+            "WHERE i.inhparent = %s::regclass AND pg_get_expr(c.relpartbound, c.oid) = "
+            "'FOR VALUES IN (' || quote_literal(%s) || ')'",
+            (table, self.store),
         ).fetchall()
         return [str(r[0]) for r in rows]
 
