@@ -1,22 +1,29 @@
 """The Postgres index beside SQLite at N synthetic documents (docs/benchmarks.md).
 
 Writes N documents as ``bench/synth.py`` does, then for each engine: the full build
-(``reindex --full``; for Postgres, the rebuild of its rows from the local index, after the
-SQLite build), BM25 and hybrid p50/p95 over the same queries, and the throughput of 8
-threads searching at once (BM25). Vectors come from a hashing embedder of 64 dimensions
-registered here (word hashes, no model), so the hybrid figures are the cost of ranking and
-fusion, not of a model; query embedding costs microseconds.
+(``reindex --full``; for Postgres, the build of its rows from the local index the SQLite
+build made: ``reindex --full`` with the Postgres engine is the two in turn), BM25 and
+hybrid p50/p95 over the same queries, a search just after one document was written (the
+cost of keeping the index in step), and the throughput of 8 threads searching at once
+(BM25). Vectors come from a hashing embedder of 64 dimensions registered here (word
+hashes, no model), so the hybrid figures are the cost of ranking and fusion, not of a
+model; query embedding costs microseconds. Each engine's searches run with the file
+watcher a server runs (``memdir serve``), so no search stats every file.
 
-    python bench/scale.py --docs 20000 [--dsn DSN] [--json out.json]
+    python bench/scale.py --docs 20000 [--store DIR] [--dsn DSN] [--json out.json]
 
-Without ``--dsn`` a throwaway server is started (memdir.index.pglocal).
+Without ``--dsn`` a throwaway server is started (memdir.index.pglocal). ``--store`` keeps
+the synthetic store in DIR (written there when DIR does not exist, used as it is when it
+does), so a large one is written once.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
+import os
 import random
 import statistics
 import sys
@@ -32,10 +39,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import synth
 from memdir.providers.plugins import hookimpl, manager
+from memdir.retrieval import pgranks
 from memdir.service import Memory
 from memdir.vectors import embedder as emb
 
 DIM = 64
+_edits = itertools.count(1)
 
 
 class Hashing(emb.Embedder):
@@ -78,6 +87,26 @@ def timed(mem: Memory, queries: list[str], mode: str) -> dict[str, float]:
     }
 
 
+def after_edit(
+    mem: Memory, queries: list[str], mode: str, engine: str, n: int = 10
+) -> dict[str, float]:
+    """A search just after one new document was written (p50 and worst of ``n``)."""
+    seconds = []
+    for i in range(n):
+        path = f"wiki/edits/{engine}-{mode}-{i}.md"
+        # Each edit of its own length: no two score the same (ties are ordered by row id
+        # in SQLite and by path in Postgres).
+        filler = " word" * next(_edits)
+        mem.write(path, f"# Edit {i}\n\n{queries[i % len(queries)]}{filler}.\n")
+        t0 = time.perf_counter()
+        mem.search(queries[i % len(queries)], limit=10, mode=mode)
+        seconds.append(time.perf_counter() - t0)
+    return {
+        "p50_ms": round(1000 * statistics.median(seconds), 2),
+        "max_ms": round(1000 * max(seconds), 2),
+    }
+
+
 def readers(mem: Memory, queries: list[str], threads: int, seconds: float) -> float:
     """Searches per second of ``threads`` threads searching (BM25) for ``seconds``."""
     done = [0] * threads
@@ -98,22 +127,27 @@ def readers(mem: Memory, queries: list[str], threads: int, seconds: float) -> fl
     return round(sum(done) / (time.perf_counter() - t0), 1)
 
 
+def note(what: str, value: Any) -> None:
+    """One figure on stderr as soon as it is measured (a long run that stops keeps them)."""
+    print(f"{time.strftime('%H:%M:%S')} {what}: {json.dumps(value)}", file=sys.stderr, flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=20_000)
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--seconds", type=float, default=10.0, help="of the readers' run")
     parser.add_argument("--dsn", default="")
+    parser.add_argument("--store", type=Path, help="keep (or reuse) the synthetic store here")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     manager().register(Plugin())
-    work = Path(tempfile.mkdtemp(prefix="memdir-scale-"))
-    root = Memory.init(work / "store")
-    root.close()
-    root_path = work / "store"
-    t0 = time.perf_counter()
-    synth.generate(root_path, args.docs)
-    print(f"wrote {args.docs} documents in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    root_path = args.store or Path(tempfile.mkdtemp(prefix="memdir-scale-")) / "store"
+    if not root_path.exists():
+        Memory.init(root_path).close()
+        t0 = time.perf_counter()
+        synth.generate(root_path, args.docs)
+        print(f"wrote {args.docs} documents in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     words, _ = synth.vocabulary()
     rng = random.Random(3)
     queries = [" ".join(rng.sample(words, rng.randint(1, 3))) for _ in range(args.queries)]
@@ -126,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dsn = server.dsn
     base = {"store": {"git_commit": False}, "embeddings": {"provider": "hashing"}}
     out: dict[str, Any] = {"docs": args.docs, "queries": len(queries)}
+    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     try:
         with Memory.open(root_path, overrides=base) as mem:
             t0 = time.perf_counter()
@@ -135,25 +170,44 @@ def main(argv: Sequence[str] | None = None) -> int:
             mem.embed()
             embed = time.perf_counter() - t0
             out["sqlite"] = {"build_s": round(build, 1), "embed_s": round(embed, 1)}
+            note("sqlite build and embed", out["sqlite"])
+            mem.start_watcher()
             out["sqlite"]["bm25"] = timed(mem, queries, "bm25")
+            note("sqlite bm25", out["sqlite"]["bm25"])
             out["sqlite"]["hybrid"] = timed(mem, queries, "hybrid")
+            note("sqlite hybrid", out["sqlite"]["hybrid"])
             out["sqlite"]["readers8_qps"] = readers(mem, queries, 8, args.seconds)
+            note("sqlite readers8_qps", out["sqlite"]["readers8_qps"])
+            out["sqlite"]["bm25_after_edit"] = after_edit(mem, queries, "bm25", "sqlite")
+            out["sqlite"]["hybrid_after_edit"] = after_edit(mem, queries, "hybrid", "sqlite")
             print(json.dumps(out["sqlite"]), file=sys.stderr)
         shared = {**base, "index": {"engine": "postgres", "dsn": dsn, "store": "scale"}}
         with Memory.open(root_path, overrides=shared) as mem:
             t0 = time.perf_counter()
-            mem.reindex(full=True)  # the local rebuild, then Postgres's rows
+            pgranks.rebuild(mem.retrieval)  # what `reindex --full` adds to the local build
             build = time.perf_counter() - t0
-            out["postgres"] = {"build_s": round(build, 1)}
+            out["postgres"] = {"rows_build_s": round(build, 1)}
+            note("postgres rows build", out["postgres"])
+            mem.start_watcher()
             out["postgres"]["bm25"] = timed(mem, queries, "bm25")
+            note("postgres bm25", out["postgres"]["bm25"])
             out["postgres"]["hybrid"] = timed(mem, queries, "hybrid")
+            note("postgres hybrid", out["postgres"]["hybrid"])
             out["postgres"]["readers8_qps"] = readers(mem, queries, 8, args.seconds)
+            note("postgres readers8_qps", out["postgres"]["readers8_qps"])
+            out["postgres"]["bm25_after_edit"] = after_edit(mem, queries, "bm25", "postgres")
+            out["postgres"]["hybrid_after_edit"] = after_edit(mem, queries, "hybrid", "postgres")
             same = sum(
                 [h.path for h in mem.search(q, limit=10, mode="bm25")]
                 == [h.path for h in _sqlite_hits(root_path, base, q)]
                 for q in queries[:20]
             )
             out["postgres"]["bm25_same_top10_of_20"] = same
+            out["postgres"]["hybrid_same_top10_of_20"] = sum(
+                [h.path for h in mem.search(q, limit=10, mode="hybrid")]
+                == [h.path for h in _sqlite_hits(root_path, base, q, "hybrid")]
+                for q in queries[:20]
+            )
             print(json.dumps(out["postgres"]), file=sys.stderr)
     finally:
         if server is not None:
@@ -167,10 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 _local: dict[str, Memory] = {}
 
 
-def _sqlite_hits(root: Path, base: dict[str, Any], query: str) -> list[Any]:
+def _sqlite_hits(root: Path, base: dict[str, Any], query: str, mode: str = "bm25") -> list[Any]:
     if "mem" not in _local:
         _local["mem"] = Memory.open(root, overrides=base)
-    return _local["mem"].search(query, limit=10, mode="bm25")
+    return _local["mem"].search(query, limit=10, mode=mode)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,7 @@ class IndexSettings:
     dsn: str = ""  # the Postgres connection string (libpq's key=value or a postgresql:// URL)
     store: str = ""  # this store's key in the Postgres index (default: the folder's name)
     connect_timeout_seconds: float = 5.0
+    writer: bool = True  # false: a replica that reads the store's rows and never writes them
 
 
 @recordclass(frozen=True, eq=False)

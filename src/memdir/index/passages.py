@@ -6,8 +6,8 @@ context)`` holds what each document says and, for a document in a thread, what t
 previous document of the thread says (``passage_links`` remembers which one);
 ``threads_fts`` holds one row per thread with the words of all its visible documents
 (``thread_rows`` maps threads to rows). Every write to ``passages_fts`` is logged for the
-cached postings of its common words (:mod:`memdir.index.postings`), and dropping or
-emptying it drops them.
+cached postings of its common words (:mod:`memdir.index.postings`) and for the Postgres engine
+(:mod:`memdir.index.pglog`), and dropping or emptying it drops them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..doc import turnrecord
-from . import postings
+from . import pglog, postings
 
 if TYPE_CHECKING:
     from . import Index
@@ -124,6 +124,7 @@ def drop(conn: sqlite3.Connection, gone: list[tuple[int, str | None]]) -> None:
         marks = ",".join("?" * len(part))
         conn.execute(f"DELETE FROM passages_fts WHERE rowid IN ({marks})", part)
         postings.note_changes(conn, part, table=postings.PASSAGES)
+        pglog.note_ids(conn, part)
         conn.execute(f"DELETE FROM passage_links WHERE doc_id IN ({marks})", part)
         followers.update(
             int(r[0])
@@ -179,6 +180,7 @@ def refresh_context(conn: sqlite3.Connection, doc_ids: set[int]) -> set[str]:
         conn.execute("UPDATE passage_links SET prev_id = ? WHERE doc_id = ?", (prev, doc_id))
         updated.append(doc_id)
     postings.note_changes(conn, updated, table=postings.PASSAGES)
+    pglog.note_ids(conn, updated)
     return threads
 
 
@@ -233,6 +235,7 @@ def store(conn: sqlite3.Connection, lexical: list[tuple[int, str, str, str | Non
         if thread is not None:
             threaded.add(doc_id)
     postings.note_changes(conn, [doc_id for doc_id, *_ in lexical], table=postings.PASSAGES)
+    pglog.note_ids(conn, [doc_id for doc_id, *_ in lexical])
     # A document's context is its predecessor's words; its successor's context is its own.
     followers = set(threaded)
     for doc_id in threaded:
@@ -252,6 +255,7 @@ def ensure(index: Index) -> None:
         for statement in TABLES:
             conn.execute(statement)
         postings.drop(conn, postings.PASSAGES)
+        pglog.renew(conn)
         conn.execute("DELETE FROM embedded")
         conn.execute(
             "DELETE FROM meta WHERE key IN "

@@ -15,19 +15,21 @@ kept in step by ``memdir sync``) share its rows. The words are FTS5's own tokens
 index's tokenizer, read through ``fts5vocab``), so the scores are the formula of FTS5's
 ``bm25()`` over the same statistics and the results are the SQLite engine's.
 
-:meth:`PgIndex.sync` brings the rows of a store in step with the local index: it compares a
-signature per document, per passage and per document's vectors and writes only those that
-differ, in one transaction under the store's advisory lock, so one writer at a time changes
-a store; a search that finds the lock held does not wait, it reads the rows as they are
-(the next search tries again). :meth:`PgIndex.rebuild` (``reindex --full``) replaces all of
-a store's rows, waiting for the lock. When Postgres cannot be reached, every call raises
+:meth:`PgIndex.sync` brings the rows of a store in step with the local index: it pushes
+the paths the local change log (:mod:`memdir.index.pglog`) names since the last push, in
+one transaction under the store's advisory lock, so one writer at a time changes a store; a
+search that finds the lock held does not wait, it reads the rows as they are (the next
+search tries again). A store Postgres has no rows of, rows pushed from another local index
+and :meth:`PgIndex.rebuild` (``reindex --full``, which waits for the lock) build all of a
+store's rows into new partitions swapped in at the end. A reader (``[index] writer =
+false``) never writes. When Postgres cannot be reached, every call raises
 :class:`memdir.errors.IndexUnavailable` (HTTP 503, a one-line CLI error); writes never need
 Postgres (the files and the local index take them), so nothing acknowledged is lost.
+The tables and the writing of a store's rows are :mod:`memdir.index.pgrows`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
@@ -37,8 +39,20 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IndexUnavailable, MissingExtra
-from ..records import recordclass
-from .postings import K1, TOKENIZE, B
+from .pgrows import (
+    BATCH,
+    DOCS,
+    OLD_TABLES,
+    PASSAGES,
+    PLAIN_TABLES,
+    SCHEMA,
+    TABLES,
+    VERSION,
+    PgSyncStats,
+    StoreRows,
+    tokens_of,
+)
+from .postings import K1, B
 
 if TYPE_CHECKING:
     import psycopg
@@ -46,37 +60,8 @@ if TYPE_CHECKING:
     from . import Index
     from .search import Filters
 
-__all__ = ["PgIndex", "PgSyncStats", "tokens_of"]
+__all__ = ["DOCS", "PASSAGES", "PgIndex", "PgSyncStats", "tokens_of"]
 
-DOCS, PASSAGES = 0, 1  # the two BM25 tables, as the `kind` column names them
-BATCH = 2000  # rows tokenized and written per round
-
-SCHEMA = """
-CREATE EXTENSION IF NOT EXISTS vector;
-CREATE TABLE IF NOT EXISTS memdir_docs (
-    store text NOT NULL, path text NOT NULL, sig text NOT NULL,
-    zone int NOT NULL, hidden int NOT NULL, memory_kind text, type text,
-    thread text, "user" text, created text, fm jsonb,
-    PRIMARY KEY (store, path));
-CREATE TABLE IF NOT EXISTS memdir_rows (
-    store text NOT NULL, kind smallint NOT NULL, path text NOT NULL, sig text NOT NULL,
-    dl int NOT NULL,
-    PRIMARY KEY (store, kind, path));
-CREATE TABLE IF NOT EXISTS memdir_terms (
-    store text NOT NULL, kind smallint NOT NULL, term text NOT NULL, path text NOT NULL,
-    tf1 real NOT NULL, tf2 real NOT NULL, tf3 real NOT NULL,
-    PRIMARY KEY (store, kind, term, path));
-CREATE INDEX IF NOT EXISTS memdir_terms_path ON memdir_terms (store, kind, path);
-CREATE TABLE IF NOT EXISTS memdir_vectors (
-    store text NOT NULL, path text NOT NULL, chunk_no int NOT NULL,
-    start_at int NOT NULL, end_at int NOT NULL, model text NOT NULL,
-    embedding vector NOT NULL,
-    PRIMARY KEY (store, path, chunk_no));
-CREATE TABLE IF NOT EXISTS memdir_vector_sigs (
-    store text NOT NULL, path text NOT NULL, sig text NOT NULL,
-    PRIMARY KEY (store, path));
-"""
-TABLES = ("memdir_docs", "memdir_rows", "memdir_terms", "memdir_vectors", "memdir_vector_sigs")
 _SECRET = re.compile(r"(password\s*=\s*)\S+|(://[^:/@\s]+:)[^@\s]+@", re.IGNORECASE)
 
 
@@ -97,44 +82,7 @@ def shown_dsn(dsn: str) -> str:
     )
 
 
-# -- FTS5's tokens --------------------------------------------------------------------
-
-
-_tok = threading.local()
-
-
-def _tokenizer() -> sqlite3.Connection:
-    conn: sqlite3.Connection | None = getattr(_tok, "conn", None)
-    if conn is None:
-        conn = sqlite3.connect(":memory:", check_same_thread=False)
-        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(a, b, c, tokenize = '{TOKENIZE}')")
-        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
-        _tok.conn = conn
-    return conn
-
-
-def tokens_of(rows: Sequence[Sequence[str]]) -> list[tuple[dict[str, list[int]], int]]:
-    """Each row's tokens as FTS5 makes them: ``term -> [count per column]``, and its length.
-
-    Rows hold up to three columns of text; the tokenizer is the index's own.
-    """
-    conn = _tokenizer()
-    out: list[tuple[dict[str, list[int]], int]] = [({}, 0) for _ in rows]
-    with conn:
-        conn.executemany(
-            "INSERT INTO t(rowid, a, b, c) VALUES (?, ?, ?, ?)",
-            [(i, *(list(r) + ["", "", ""])[:3]) for i, r in enumerate(rows)],
-        )
-        column = {"a": 0, "b": 1, "c": 2}
-        for doc, term, col, count in conn.execute(
-            "SELECT doc, term, col, count(*) FROM v GROUP BY doc, term, col"
-        ):
-            terms, length = out[doc]
-            counts = terms.setdefault(term, [0, 0, 0])
-            counts[column[col]] += count
-            out[doc] = (terms, length + count)
-        conn.execute("DELETE FROM t")
-    return out
+# -- the tokens of a query -----------------------------------------------------------
 
 
 def query_tokens(words: Sequence[str]) -> list[str]:
@@ -150,23 +98,14 @@ def query_tokens(words: Sequence[str]) -> list[str]:
 # -- the engine -----------------------------------------------------------------------
 
 
-@recordclass
-class PgSyncStats:
-    docs: int = 0
-    passages: int = 0
-    vectors: int = 0
-    removed: int = 0
-    skipped: bool = False  # another writer held the store's lock: read as it was
-
-    @property
-    def changed(self) -> int:
-        return self.docs + self.passages + self.vectors + self.removed
-
-
 class PgIndex:
-    """One store's rows in a Postgres index. Thread-safe: one connection per thread."""
+    """One store's rows in a Postgres index. Thread-safe: one connection per thread.
 
-    def __init__(self, dsn: str, store: str, *, timeout: float = 5.0) -> None:
+    ``writer`` False (``[index] writer = false``: a replica that only reads) never writes
+    the store's rows and never compares them with its own index.
+    """
+
+    def __init__(self, dsn: str, store: str, *, timeout: float = 5.0, writer: bool = True) -> None:
         if not dsn:
             from ..errors import ConfigError
 
@@ -174,11 +113,12 @@ class PgIndex:
         self.dsn = dsn
         self.store = store
         self.timeout = timeout
+        self.writer = writer
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
         self._schema_ready = False
-        # The local index's state last mirrored, per vector model (None: no vectors synced).
+        # The local change log's (epoch, seq) last pushed, per vector model (None: no vectors).
         self._seen: dict[str | None, tuple[Any, ...]] = {}
 
     # -- connections ---------------------------------------------------------------------
@@ -228,7 +168,23 @@ class PgIndex:
             with conn.transaction():
                 # One creator at a time: CREATE ... IF NOT EXISTS races with itself.
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('memdir:schema'))")
-                conn.execute(SCHEMA)
+                found = _schema_version(conn)
+                if found is not None and int(found) > int(VERSION):
+                    from ..errors import ConfigError
+
+                    raise ConfigError(
+                        f"the Postgres index ({shown_dsn(self.dsn)}) holds tables of layout "
+                        f"{found}, made by a newer memdir; this one knows layout {VERSION}"
+                    )
+                if found != VERSION:
+                    # Tables of another version hold only derived rows: drop them, and
+                    # every store's next sync builds its rows again (memdir_stores is gone).
+                    for table in (*TABLES, *OLD_TABLES, *PLAIN_TABLES):
+                        conn.execute(f"DROP TABLE IF EXISTS {table} CASCADE")
+                    conn.execute(SCHEMA)
+                    conn.execute(
+                        "INSERT INTO memdir_meta (key, value) VALUES ('version', %s)", (VERSION,)
+                    )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
         self._schema_ready = True
@@ -256,34 +212,25 @@ class PgIndex:
 
     # -- writing --------------------------------------------------------------------------
 
-    def _state(self, local: Index) -> tuple[Any, ...]:
-        """What changes whenever the local index changes what Postgres mirrors.
-
-        Its generation (every change of a document row) and the top of its chunk log
-        (every change of the vectors and passages); a cache the local index writes for
-        itself (postings of common words) changes neither.
-        """
-        from .vectorrows import chunk_log_top
-
-        try:
-            chunks: Any = chunk_log_top(local.conn)
-        except sqlite3.Error:
-            chunks = None
-        return (local.generation, chunks)
-
     def sync(self, local: Index, model: str | None, *, force: bool = False) -> PgSyncStats:
         """Bring this store's rows in step with the local index (its vectors of ``model``).
 
-        Skipped when the local index has not changed since the last sync of this object;
-        ``model`` None (a keyword search) leaves the vectors as they are.
-        A search does not wait for another writer (``skipped`` then says so).
+        The local change log (:mod:`memdir.index.pglog`) names the paths changed since the
+        last push, which Postgres records per store: only those are written. A store
+        Postgres has no rows of, rows pushed from another local index (another epoch) or
+        vectors of another model are built afresh. Nothing is read from Postgres when the
+        log has not moved since this object's last sync, and nothing at all by a reader
+        (``writer`` False). ``model`` None (a keyword search) keeps the vectors of the
+        model Postgres holds. A search does not wait for another writer (``skipped``).
         """
+        if not self.writer:
+            return PgSyncStats()
         state = self._state(local)
         if not force and self._seen.get(model) == state:
             return PgSyncStats()
         stats = self._write(local, model, wait=False, full=False)
         if not stats.skipped:
-            self._seen[model] = state
+            self._seen[model] = self._state(local) if stats.full else state
         return stats
 
     def rebuild(self, local: Index, model: str | None) -> PgSyncStats:
@@ -292,160 +239,53 @@ class PgIndex:
         self._seen = {model: self._state(local)}
         return stats
 
+    def _state(self, local: Index) -> tuple[str | None, int]:
+        """Where the local change log stands (its epoch and last seq)."""
+        from . import pglog
+
+        try:
+            return pglog.top(local.conn)
+        except sqlite3.Error:
+            return None, 0
+
     def _write(self, local: Index, model: str | None, *, wait: bool, full: bool) -> PgSyncStats:
+        from . import pglog
+
         stats = PgSyncStats()
         lconn = local.conn
+        epoch = pglog.top(lconn)[0]
+        if epoch is None:
+            with local.transaction() as tx:
+                epoch = pglog.enable(tx)  # from now on every change is logged
         with self._session() as conn, self._writer(conn, wait=wait) as held:
             if not held:
                 stats.skipped = True
                 return stats
-            if full:
-                for table in TABLES:
-                    conn.execute(f"DELETE FROM {table} WHERE store = %s", (self.store,))
-            self._sync_docs(conn, lconn, stats)
-            self._sync_rows(conn, lconn, DOCS, stats)
-            if _has_passages(lconn):
-                self._sync_rows(conn, lconn, PASSAGES, stats)
-            if model is not None:  # a keyword search leaves the vectors as they are
-                self._sync_vectors(conn, lconn, model, stats)
-        return stats
-
-    def _remote(self, conn: Any, sql: str, *args: Any) -> dict[str, str]:
-        return {str(p): str(s) for p, s in conn.execute(sql, (self.store, *args)).fetchall()}
-
-    def _sync_docs(self, conn: Any, lconn: sqlite3.Connection, stats: PgSyncStats) -> None:
-        rows = {}
-        for r in lconn.execute(
-            "SELECT path, hash, zone, hidden, memory_kind, type, thread, user, created, fm "
-            "FROM docs"
-        ):
-            values = tuple(r)
-            rows[str(values[0])] = (_sig(values[1:]), values)
-        there = self._remote(conn, "SELECT path, sig FROM memdir_docs WHERE store = %s")
-        gone = [p for p in there if p not in rows]
-        todo = [v for p, (sig, v) in rows.items() if there.get(p) != sig]
-        if gone:
-            conn.execute(
-                "DELETE FROM memdir_docs WHERE store = %s AND path = ANY(%s)", (self.store, gone)
-            )
-            stats.removed += len(gone)
-        for lo in range(0, len(todo), BATCH):
-            part = todo[lo : lo + BATCH]
-            conn.execute(
-                "DELETE FROM memdir_docs WHERE store = %s AND path = ANY(%s)",
-                (self.store, [v[0] for v in part]),
-            )
-            with conn.cursor().copy(
-                "COPY memdir_docs (store, path, sig, zone, hidden, memory_kind, type, thread, "
-                '"user", created, fm) FROM STDIN'
-            ) as copy:
-                for v in part:
-                    copy.write_row(
-                        (self.store, v[0], _sig(v[1:]), int(v[2] or 0), int(v[3] or 0), *v[4:9],
-                         _json(v[9]))
-                    )  # fmt: skip
-            stats.docs += len(part)
-
-    def _sync_rows(
-        self, conn: Any, lconn: sqlite3.Connection, kind: int, stats: PgSyncStats
-    ) -> None:
-        """The BM25 rows of the documents (``docs_fts``) or the passages (``passages_fts``)."""
-        if kind == DOCS:
-            select = (
-                "SELECT d.path, f.title, f.body, '' FROM docs_fts f JOIN docs d ON d.id = f.rowid"
-            )
-        else:
-            select = (
-                "SELECT d.path, p.title, p.body, p.context FROM passages_fts p "
-                "JOIN docs d ON d.id = p.rowid"
-            )
-        rows = {}
-        for path, *text in lconn.execute(select):
-            rows[str(path)] = (_sig(text), text)
-        there = self._remote(
-            conn, "SELECT path, sig FROM memdir_rows WHERE store = %s AND kind = %s", kind
-        )
-        gone = [p for p in there if p not in rows]
-        todo = [(p, sig, text) for p, (sig, text) in rows.items() if there.get(p) != sig]
-        self._drop_rows(conn, kind, gone)
-        stats.removed += len(gone)
-        for lo in range(0, len(todo), BATCH):
-            part = todo[lo : lo + BATCH]
-            self._drop_rows(conn, kind, [p for p, _, _ in part])
-            counted = tokens_of([[str(t or "") for t in text] for _, _, text in part])
-            cur = conn.cursor()
-            with cur.copy("COPY memdir_rows (store, kind, path, sig, dl) FROM STDIN") as copy:
-                for (path, sig, _), (_, length) in zip(part, counted, strict=True):
-                    copy.write_row((self.store, kind, path, sig, length))
-            with cur.copy(
-                "COPY memdir_terms (store, kind, term, path, tf1, tf2, tf3) FROM STDIN"
-            ) as copy:
-                for (path, _, _), (terms, _) in zip(part, counted, strict=True):
-                    for term, tf in terms.items():
-                        copy.write_row((self.store, kind, term, path, *tf))
-            if kind == DOCS:
-                stats.docs += 0  # counted by the document rows
-            else:
-                stats.passages += len(part)
-
-    def _drop_rows(self, conn: Any, kind: int, paths: list[str]) -> None:
-        if not paths:
-            return
-        for table in ("memdir_rows", "memdir_terms"):
-            conn.execute(
-                f"DELETE FROM {table} WHERE store = %s AND kind = %s AND path = ANY(%s)",
-                (self.store, kind, paths),
-            )
-
-    def _sync_vectors(
-        self, conn: Any, lconn: sqlite3.Connection, model: str | None, stats: PgSyncStats
-    ) -> None:
-        local: dict[str, list[str]] = {}
-        if model is not None and _has_table(lconn, "chunks"):
-            for path, text_hash in lconn.execute(
-                "SELECT d.path, c.text_hash FROM chunks c JOIN docs d ON d.id = c.doc_id "
-                "JOIN vectors v ON v.model = ? AND v.text_hash = c.text_hash "
-                "ORDER BY c.doc_id, c.chunk_no",
-                (model,),
+            row = conn.execute(
+                "SELECT epoch, seq, model FROM memdir_stores WHERE store = %s", (self.store,)
+            ).fetchone()
+            _epoch, seq = pglog.top(lconn)  # read before the rows: a later change is pushed again
+            if row is not None and model is None:
+                model = row[2]  # a keyword search keeps the vectors Postgres has
+            if (
+                full
+                or row is None
+                or row[0] != epoch
+                or int(row[1]) > seq
+                or (model is not None and row[2] != model)
             ):
-                local.setdefault(str(path), []).append(str(text_hash))
-        sigs = {path: _sig([model, *hashes]) for path, hashes in local.items()}
-        there = self._remote(conn, "SELECT path, sig FROM memdir_vector_sigs WHERE store = %s")
-        gone = [p for p in there if p not in sigs]
-        todo = [p for p, sig in sigs.items() if there.get(p) != sig]
-        self._drop_vectors(conn, gone)
-        stats.removed += len(gone)
-        for lo in range(0, len(todo), BATCH):
-            part = todo[lo : lo + BATCH]
-            self._drop_vectors(conn, part)
-            marks = ",".join("?" * len(part))
-            found = lconn.execute(
-                "SELECT d.path, c.chunk_no, c.start, c.end, v.vec FROM chunks c "
-                "JOIN docs d ON d.id = c.doc_id "
-                "JOIN vectors v ON v.model = ? AND v.text_hash = c.text_hash "
-                f"WHERE d.path IN ({marks})",
-                (model, *part),
-            )
-            cur = conn.cursor()
-            with cur.copy(
-                "COPY memdir_vectors (store, path, chunk_no, start_at, end_at, model, embedding) "
-                "FROM STDIN"
-            ) as copy:
-                for path, chunk_no, start, end, vec in found:
-                    copy.write_row((self.store, path, chunk_no, start, end, model, _vector(vec)))
-            with cur.copy("COPY memdir_vector_sigs (store, path, sig) FROM STDIN") as copy:
-                for path in part:
-                    copy.write_row((self.store, path, sigs[path]))
-            stats.vectors += len(part)
-
-    def _drop_vectors(self, conn: Any, paths: list[str]) -> None:
-        if not paths:
-            return
-        for table in ("memdir_vectors", "memdir_vector_sigs"):
+                StoreRows(self.store).build(conn, lconn, model, stats)
+            else:
+                paths = pglog.since(lconn, int(row[1]))
+                for lo in range(0, len(paths), BATCH):
+                    StoreRows(self.store).push(conn, lconn, paths[lo : lo + BATCH], model, stats)
             conn.execute(
-                f"DELETE FROM {table} WHERE store = %s AND path = ANY(%s)",
-                (self.store, paths),
+                "INSERT INTO memdir_stores (store, epoch, seq, model) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (store) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq, "
+                "model = excluded.model",
+                (self.store, epoch, seq, model),
             )
+        return stats
 
     # -- reading --------------------------------------------------------------------------
 
@@ -458,7 +298,13 @@ class PgIndex:
         return int(row[0]) if row else 0
 
     def has_passages(self) -> bool:
-        return self.count(PASSAGES) > 0
+        """Whether the store has BM25 rows of passages (from the counts: no scan)."""
+        with self._session() as conn:
+            row = conn.execute(
+                "SELECT n FROM memdir_counts WHERE store = %s AND kind = %s",
+                (self.store, PASSAGES),
+            ).fetchone()
+        return bool(row and row[0] > 0)
 
     def bm25(
         self,
@@ -477,8 +323,9 @@ class PgIndex:
         condition, params = filter_sql(flt)
         sql = f"""
         WITH q AS (SELECT unnest(%s::text[]) AS term),
-        st AS (SELECT count(*)::float8 AS n, coalesce(avg(dl), 1)::float8 AS avgdl
-               FROM memdir_rows WHERE store = %s AND kind = %s),
+        st AS (SELECT n::float8 AS n,
+                      CASE WHEN n > 0 THEN total::float8 / n ELSE 1 END AS avgdl
+               FROM memdir_counts WHERE store = %s AND kind = %s),
         df AS (SELECT t.term, count(*)::float8 AS df FROM memdir_terms t
                WHERE t.store = %s AND t.kind = %s AND t.term = ANY(%s::text[]) GROUP BY t.term),
         idf AS (SELECT q.term, CASE WHEN ln((st.n - df.df + 0.5) / (df.df + 0.5)) > 0
@@ -557,37 +404,13 @@ def filter_sql(flt: Filters, alias: str = "d") -> tuple[str, list[Any]]:
     return " AND " + " AND ".join(parts), params
 
 
-def _sig(values: Sequence[Any]) -> str:
-    return hashlib.blake2b(
-        json.dumps(list(values), default=str).encode("utf-8", "surrogatepass"), digest_size=12
-    ).hexdigest()
-
-
-def _json(value: Any) -> str | None:
-    if value is None:
+def _schema_version(conn: Any) -> str | None:
+    """The version of memdir's tables in this database (None: none, or of version 1)."""
+    if conn.execute("SELECT to_regclass('memdir_meta')").fetchone()[0] is None:
         return None
-    text = str(value)
-    try:
-        json.loads(text)
-    except ValueError:
-        return json.dumps(text)
-    return text.replace("\\u0000", "")  # Postgres jsonb refuses NUL characters
-
-
-def _vector(blob: bytes) -> str:
-    import numpy as np
-
-    return _vector_text(np.frombuffer(blob, dtype=np.float32))
+    row = conn.execute("SELECT value FROM memdir_meta WHERE key = 'version'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def _vector_text(vec: Any) -> str:
     return "[" + ",".join(repr(float(x)) for x in vec) + "]"
-
-
-def _has_table(conn: sqlite3.Connection, name: str) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone()
-    return found is not None
-
-
-def _has_passages(conn: sqlite3.Connection) -> bool:
-    return _has_table(conn, "passages_fts")

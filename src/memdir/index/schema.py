@@ -7,6 +7,26 @@ _NOTE_AT = "instr(body, char(10, 10) || '## Compact' || char(10, 10) || '- No to
 _OUTPUT_AT = "instr(body, char(10, 10) || '## Output' || char(10, 10))"
 _NOTE = f"substr(body, {_NOTE_AT} + 14, {_OUTPUT_AT} - {_NOTE_AT} - 14)"
 
+# Migration pg_0001: the Postgres engine's change log logs only once it is on.
+_PG_ON = "EXISTS (SELECT 1 FROM meta WHERE key = 'pg_log_epoch')"
+
+
+def _pg_note(path: str) -> str:
+    return (
+        f"INSERT INTO pg_log(path, seq) VALUES ({path}, "
+        "(SELECT coalesce(max(seq), 0) + 1 FROM pg_log)) "
+        "ON CONFLICT(path) DO UPDATE SET seq = excluded.seq;"
+    )
+
+
+def _pg_note_doc(doc_id: str) -> str:
+    return (
+        "INSERT INTO pg_log(path, seq) SELECT path, (SELECT coalesce(max(seq), 0) + 1 "
+        f"FROM pg_log) FROM docs WHERE id = {doc_id} "
+        "ON CONFLICT(path) DO UPDATE SET seq = excluded.seq;"
+    )
+
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_documents",
@@ -260,6 +280,50 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         INSERT INTO meta(key, value) VALUES ('vectors_epoch', lower(hex(randomblob(8))))
         ON CONFLICT(key) DO UPDATE SET value = excluded.value;
+        """,
+    ),
+    (
+        # The change log of what the Postgres engine mirrors (see memdir.index.pglog): every
+        # path whose document row, chunks or vectors changed, with the seq of its last
+        # change. Triggers keep it for every writer in any process, but only once the
+        # Postgres engine has set the meta key pg_log_epoch: an index that never meets
+        # Postgres pays one meta lookup per row written and logs nothing. Passages (FTS5
+        # rows, which take no triggers) are logged by memdir.index.passages.
+        "pg_0001_change_log",
+        f"""
+        CREATE TABLE pg_log (path TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+        CREATE INDEX pg_log_seq ON pg_log(seq);
+        CREATE TRIGGER pg_log_doc_insert AFTER INSERT ON docs WHEN {_PG_ON} BEGIN
+            {_pg_note("NEW.path")}
+        END;
+        CREATE TRIGGER pg_log_doc_update AFTER UPDATE ON docs WHEN {_PG_ON} AND (
+            OLD.path IS NOT NEW.path OR OLD.hash IS NOT NEW.hash OR OLD.zone IS NOT NEW.zone
+            OR OLD.hidden IS NOT NEW.hidden OR OLD.memory_kind IS NOT NEW.memory_kind
+            OR OLD.type IS NOT NEW.type OR OLD.thread IS NOT NEW.thread
+            OR OLD.user IS NOT NEW.user OR OLD.created IS NOT NEW.created
+            OR OLD.fm IS NOT NEW.fm) BEGIN
+            {_pg_note("OLD.path")}
+            {_pg_note("NEW.path")}
+        END;
+        CREATE TRIGGER pg_log_doc_delete AFTER DELETE ON docs WHEN {_PG_ON} BEGIN
+            {_pg_note("OLD.path")}
+        END;
+        CREATE TRIGGER pg_log_chunk_insert AFTER INSERT ON chunks WHEN {_PG_ON} BEGIN
+            {_pg_note_doc("NEW.doc_id")}
+        END;
+        CREATE TRIGGER pg_log_chunk_update AFTER UPDATE ON chunks WHEN {_PG_ON} BEGIN
+            {_pg_note_doc("OLD.doc_id")}
+            {_pg_note_doc("NEW.doc_id")}
+        END;
+        CREATE TRIGGER pg_log_chunk_delete AFTER DELETE ON chunks WHEN {_PG_ON} BEGIN
+            {_pg_note_doc("OLD.doc_id")}
+        END;
+        CREATE TRIGGER pg_log_vector_insert AFTER INSERT ON vectors WHEN {_PG_ON} BEGIN
+            INSERT INTO pg_log(path, seq)
+            SELECT d.path, (SELECT coalesce(max(seq), 0) + 1 FROM pg_log)
+            FROM chunks c JOIN docs d ON d.id = c.doc_id WHERE c.text_hash = NEW.text_hash
+            ON CONFLICT(path) DO UPDATE SET seq = excluded.seq;
+        END;
         """,
     ),
 ]

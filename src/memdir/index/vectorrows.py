@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from . import passages, postings
+from . import passages, pglog, postings
 from .passages import batches, has_passages
 from .search import Filters
 
@@ -256,6 +256,7 @@ def drop_all(conn: sqlite3.Connection) -> None:
         for table in passages.NAMES:
             conn.execute(f"DELETE FROM {table}")
     postings.drop(conn, postings.PASSAGES)
+    pglog.renew(conn)  # every passage went: the Postgres engine rebuilds
     conn.execute(
         "DELETE FROM meta WHERE key IN "
         "('vectors_model', 'vectors_generation', 'vectors_doc_seq', 'vectors_doc_max')"

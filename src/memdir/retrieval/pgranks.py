@@ -41,7 +41,7 @@ def engine(settings: Settings, root: Any) -> PgIndex | None:
     from ..index.postgres import PgIndex
 
     store = opts.store or str(getattr(root, "name", "") or "default")
-    return PgIndex(opts.dsn, store, timeout=opts.connect_timeout_seconds)
+    return PgIndex(opts.dsn, store, timeout=opts.connect_timeout_seconds, writer=opts.writer)
 
 
 def keyword_hits(pg: PgIndex, index: Index, query: str, flt: Filters, limit: int) -> list[Hit]:
