@@ -321,7 +321,7 @@ class Memory:
         existing turns, input and output cannot both be empty, thread and user
         ids cannot hold path separators or control characters.
         """
-        return self.turns.record_turn(
+        ready = self.turns.prepare_turn(
             thread=thread,
             input=input,
             output=output,
@@ -331,9 +331,10 @@ class Memory:
             parents=parents,
             keywords=keywords,
             provenance=provenance,
-            actor=actor,
             id=id,
         )
+        self.turns.write_turns([ready], actor=actor)
+        return ready.record
 
     def turn_show(self, turn_id: str) -> TurnRecord:
         """The record of a turn."""

@@ -88,42 +88,6 @@ class TurnLog:
 
     # -- writing -------------------------------------------------------------
 
-    def record_turn(
-        self,
-        *,
-        thread: str,
-        input: str = "",
-        output: str = "",
-        worklog: Sequence[Mapping[str, Any]] | bytes | str | None = None,
-        user: str = "",
-        channel: str = "",
-        parents: Sequence[str] = (),
-        keywords: Sequence[str] | str = (),
-        provenance: str | None = None,
-        actor: str | None = None,
-        id: str | None = None,
-    ) -> TurnRecord:
-        """Store a turn record and its raw work log; compact the work log.
-
-        Every argument is validated before anything is written: parents must be
-        existing turns, input and output cannot both be empty, thread and user
-        ids cannot hold path separators or control characters.
-        """
-        ready = self.prepare_turn(
-            thread=thread,
-            input=input,
-            output=output,
-            worklog=worklog,
-            user=user,
-            channel=channel,
-            parents=parents,
-            keywords=keywords,
-            provenance=provenance,
-            id=id,
-        )
-        self.write_turns([ready], actor=actor)
-        return ready.record
-
     def prepare_turn(
         self,
         *,
@@ -139,9 +103,11 @@ class TurnLog:
         id: str | None = None,
         batch: Sequence[PreparedTurn] = (),
     ) -> PreparedTurn:
-        """Validate a turn and render its files, writing nothing (:meth:`record_turn`'s
-        checks). ``batch``: turns prepared before it and written with it, which its parents
-        may name and its id may not repeat."""
+        """Validate a turn and render its files, writing nothing: every argument is checked
+        (parents must be existing turns or documents, input and output cannot both be empty,
+        thread and user ids cannot hold path separators or control characters). ``batch``:
+        turns prepared before it and written with it, which its parents may name and its id
+        may not repeat. :meth:`write_turns` writes it."""
         from ..doc import provenance as prov
         from .compaction import compact_worklog
 
