@@ -317,6 +317,34 @@ def test_stop_without_a_transcript_records_from_the_spool(
         assert json.loads(mem.turn_worklog(record.id))["tool_input"] == {"command": "pytest"}
 
 
+def test_stop_waits_for_a_transcript_claude_code_has_not_written_yet(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Under load Claude Code can call Stop before a new session's transcript is on disk. The
+    turn must come from the transcript (its id is the one every later read gives it), not
+    from the spool, or the next read records it a second time."""
+    import threading
+
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("first prompt of a session")
+    session.reply("first answer")
+    written = session.path.read_bytes()
+    session.path.unlink()
+    assert hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    later = threading.Timer(0.4, session.path.write_bytes, args=(written,))
+    later.start()
+    try:
+        assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    finally:
+        later.join()
+    session.prompt("second prompt")
+    session.reply("second answer")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    with Memory.open(store_root) as mem:
+        inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
+    assert inputs == ["first prompt of a session", "second prompt"]
+
+
 def test_codex_hooks_give_the_pack_and_record_the_turn(
     store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -377,7 +377,6 @@ def _record(
     payload: dict[str, Any],
     env: Mapping[str, str],
 ) -> list[tuple[str, str]]:
-    from . import transcripts
     from .record import OPEN, OVER, record_transcript
 
     stop = event == "Stop"
@@ -389,7 +388,7 @@ def _record(
         try:
             if not isinstance(path, str) or not path:
                 raise OSError("the event names no transcript")
-            transcript = transcripts.read(path, agent, session, start=start, prompts=prompts)
+            transcript = _read_transcript(path, agent, session, start, prompts)
         except OSError:
             if not stop:
                 return []
@@ -418,6 +417,30 @@ def _record(
             # Every turn so far is recorded: what was spooled for them is not needed.
             spool.clear(mem.root, agent, session)
     return outcome.skipped
+
+
+# How long a recording hook waits for a transcript the event names but that is not on disk
+# yet: under load Claude Code has called Stop for a new session's first prompt before the
+# file appeared. Recorded from the spool instead, the turn would get another id than the
+# transcript's (its key is the prompt's uuid there), and a later read would record it again.
+TRANSCRIPT_WAIT_SECONDS = 3.0
+
+
+def _read_transcript(path: str, agent: str, session: str, start: int, prompts: int) -> Any:
+    import time
+
+    from . import transcripts
+
+    # Only Claude Code writes the transcript after calling the hook; another agent's missing
+    # file is not waited for.
+    deadline = time.monotonic() + (TRANSCRIPT_WAIT_SECONDS if agent == "claude-code" else 0.0)
+    while True:
+        try:
+            return transcripts.read(path, agent, session, start=start, prompts=prompts)
+        except FileNotFoundError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _resume(state: dict[str, Any], path: object) -> tuple[int, int, str | None]:
