@@ -188,23 +188,23 @@ def test_a_long_session_is_written_in_batches_with_its_chain_whole(
     assert [bool(r["worklog_bytes"]) for r in found] == [n % 10 == 0 for n in range(total)]
 
 
-def test_a_turn_the_store_refuses_keeps_no_other_of_its_batch_out(
+def test_turns_the_store_refuses_keep_no_other_of_their_batch_out(
     store_root: Path, tmp_path: Path
 ) -> None:
     """The store refuses a record over its size limit when the batch is written; the batch is
-    then written turn by turn, and only that turn is left out (and reported)."""
+    then written turn by turn, and only the refused turns are left out (and reported)."""
     home = tmp_path / "home"
     session = ClaudeSession(home, tmp_path / "proj")
     for n in range(6):
         session.prompt(f"question {n}?")
-        session.reply("x" * 9000 if n == 3 else f"answer {n}")
+        session.reply("x" * 9000 if n in (3, 4) else f"answer {n}")
     files = transcript_files([home / ".claude" / "projects"])
     with Memory.open(store_root, overrides={"store": {"max_file_bytes": 4096}}) as mem:
         summary = import_transcripts(mem, "claude-code", files)
-    assert summary.turns_added == 5
-    assert [s["reason"][:8] for s in summary.skipped] == ["refused:"]
+    assert summary.turns_added == 4
+    assert [s["reason"][:8] for s in summary.skipped] == ["refused:", "refused:"]
     found = {str(r["input"]): r for r in records(store_root)}
-    assert sorted(found) == [f"question {n}?" for n in (0, 1, 2, 4, 5)]
-    # The turn after the refused one names the turn before it, as the chain had it.
-    assert found["question 4?"]["parents"] == [found["question 2?"]["id"]]
-    assert found["question 5?"]["parents"] == [found["question 4?"]["id"]]
+    assert sorted(found) == [f"question {n}?" for n in (0, 1, 2, 5)]
+    # The turn after the two refused ones names the turn before them, as the chain had it.
+    assert found["question 5?"]["parents"] == [found["question 2?"]["id"]]
+    assert found["question 2?"]["parents"] == [found["question 1?"]["id"]]

@@ -170,7 +170,7 @@ def _write(mem: Memory, transcript: Transcript, batch: list[PreparedTurn], out: 
         try:
             mem.turns.write_turns([ready], actor=transcript.agent)
         except MemdirError as exc:
-            instead[record.id] = list(record.parents)
+            instead[record.id] = list(ready.record.parents)  # as rewritten above, if it was
             out.added.remove(record.id)
             out.skipped.append((record.id, f"refused: {exc.message}"))
 
