@@ -384,16 +384,21 @@ def _record(
     path = payload.get("transcript_path")
     with spool.session_lock(mem.root, agent, session):
         # Only the transcript's tail from the first turn not recorded yet is read again.
-        start, prompts, previous = _resume(spool.load_state(mem.root, agent, session), path)
+        state = spool.load_state(mem.root, agent, session)
+        start, prompts, previous = _resume(state, path)
         try:
             if not isinstance(path, str) or not path:
                 raise OSError("the event names no transcript")
-            transcript = _read_transcript(path, agent, session, start, prompts)
+            # A transcript waited for once in vain is not waited for again.
+            wait = TRANSCRIPT_WAIT_SECONDS if state.get("missing") != path else 0.0
+            transcript = _read_transcript(path, agent, session, start, prompts, wait)
         except OSError:
             if not stop:
                 return []
             # No transcript to read: what the hooks spooled still makes the turn.
             transcript = from_spool(spool.read(mem.root, agent, session), agent, session)
+            if isinstance(path, str) and path:
+                spool.save_state(mem.root, agent, session, {**state, "missing": path})
             path = None
         outcome = record_transcript(
             mem,
@@ -423,17 +428,20 @@ def _record(
 # yet: under load Claude Code has called Stop for a new session's first prompt before the
 # file appeared. Recorded from the spool instead, the turn would get another id than the
 # transcript's (its key is the prompt's uuid there), and a later read would record it again.
+# A session whose transcript never appears (not kept on disk) waits once, at its first Stop.
 TRANSCRIPT_WAIT_SECONDS = 3.0
 
 
-def _read_transcript(path: str, agent: str, session: str, start: int, prompts: int) -> Any:
+def _read_transcript(
+    path: str, agent: str, session: str, start: int, prompts: int, wait: float
+) -> Any:
     import time
 
     from . import transcripts
 
     # Only Claude Code writes the transcript after calling the hook; another agent's missing
     # file is not waited for.
-    deadline = time.monotonic() + (TRANSCRIPT_WAIT_SECONDS if agent == "claude-code" else 0.0)
+    deadline = time.monotonic() + (wait if agent == "claude-code" else 0.0)
     while True:
         try:
             return transcripts.read(path, agent, session, start=start, prompts=prompts)
