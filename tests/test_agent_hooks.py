@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -343,6 +344,68 @@ def test_stop_waits_for_a_transcript_claude_code_has_not_written_yet(
     with Memory.open(store_root) as mem:
         inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
     assert inputs == ["first prompt of a session", "second prompt"]
+
+
+def test_a_transcript_that_never_appears_is_waited_for_once(
+    store_root: Path,
+    home: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session whose transcript is never written (not kept on disk) pays the wait at its first
+    Stop only; every turn still comes from the spool."""
+    monkeypatch.setattr(hooks, "TRANSCRIPT_WAIT_SECONDS", 0.6)
+    session = ClaudeSession(home, tmp_path / "proj")
+    took = []
+    for n in range(2):
+        session.prompt(f"prompt {n}")
+        assert hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+        session.answer = f"answer {n}"
+        session.path.unlink()
+        started = time.monotonic()
+        assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+        took.append(time.monotonic() - started)
+    assert took[0] >= 0.6 > took[1]
+    with Memory.open(store_root) as mem:
+        inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
+    assert inputs == ["prompt 0", "prompt 1"]
+
+
+def test_a_log_record_of_a_hook_process_goes_to_hooks_log(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """No logging handler is set in a hook process: a warning memdir logs while handling the
+    event reaches hooks.log through logging's last resort (the redirected stderr), and the
+    agent sees nothing."""
+    probe = (
+        "import sys\n"
+        "from memdir import lazy\n"
+        "from memdir.agents import hooks\n"
+        "real = hooks.handle\n"
+        "def handle(*a, **k):\n"
+        "    lazy.logger('memdir.store').warning('a warning while handling %s', 'it')\n"
+        "    return real(*a, **k)\n"
+        "hooks.handle = handle\n"
+        "sys.exit(hooks.main(['claude-code', 'PostToolUse']))\n"
+    )
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("p")
+    payload = session.payload(
+        "PostToolUse", tool_name="Bash", tool_input={"command": "ls"}, tool_response={}
+    )
+    full = {k: v for k, v in os.environ.items() if k != "MEMDIR_ROOT"} | env
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        env=full,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    log = (store_root / ".memdir" / "hooks.log").read_text()
+    assert "a warning while handling it" in log
 
 
 def test_codex_hooks_give_the_pack_and_record_the_turn(
