@@ -331,7 +331,8 @@ def _postgres_run(
     count: Any,
 ) -> list[Result]:
     """The same questions over the same store, ranked by the Postgres engine (docs/postgres.md)."""
-    shared = {**overrides, "index": {"engine": "postgres", "dsn": dsn, "store": conv.sample_id}}
+    index = {**overrides.get("index", {}), "engine": "postgres", "dsn": dsn}
+    shared = {**overrides, "index": {**index, "store": conv.sample_id}}
     mem = open_memory(root, shared, fresh=False)
     try:
         t0 = time.perf_counter()

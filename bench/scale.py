@@ -127,6 +127,44 @@ def readers(mem: Memory, queries: list[str], threads: int, seconds: float) -> fl
     return round(sum(done) / (time.perf_counter() - t0), 1)
 
 
+def vector_recall(
+    pg: Any, queries: list[str], candidates: Sequence[int], limit: int = 10
+) -> dict[str, Any]:
+    """Per number of candidates: the approximate index's top ``limit`` against the exact
+    scan's (a hit counts when the scan ranks it in its top ``limit`` or it scores at
+    least the scan's last: ties), with the p50 / p95 of the approximate search."""
+    from memdir.index.postgres import _vector_text, filter_sql
+    from memdir.index.search import Filters
+
+    flt = Filters()
+    condition, params = filter_sql(flt)
+    vectors = Hashing().embed(queries)
+    exact = [pg._exact(_vector_text(v), condition, params, limit) for v in vectors]
+    out: dict[str, Any] = {}
+    kept = pg.approximate_candidates
+    try:
+        for n in candidates:
+            pg.approximate_candidates = n
+            recalls, seconds = [], []
+            for vec, want in zip(vectors, exact, strict=True):
+                t0 = time.perf_counter()
+                got = pg.nearest(vec, flt, limit)
+                seconds.append(time.perf_counter() - t0)
+                floor = want[-1][1] if want else 0.0
+                paths = {p for p, *_ in want}
+                hits = sum(1 for p, score, *_ in got if p in paths or score >= floor - 1e-6)
+                recalls.append(hits / max(1, len(want)))
+            out[str(n)] = {
+                "recall": round(statistics.mean(recalls), 3),
+                "worst": round(min(recalls), 2),
+                "p50_ms": round(1000 * statistics.median(seconds), 2),
+                "p95_ms": round(1000 * percentile(seconds, 0.95), 2),
+            }
+    finally:
+        pg.approximate_candidates = kept
+    return out
+
+
 def note(what: str, value: Any) -> None:
     """One figure on stderr as soon as it is measured (a long run that stops keeps them)."""
     print(f"{time.strftime('%H:%M:%S')} {what}: {json.dumps(value)}", file=sys.stderr, flush=True)
@@ -140,6 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dsn", default="")
     parser.add_argument("--store", type=Path, help="keep (or reuse) the synthetic store here")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--candidates",
+        default="100,200,400,1000",
+        help="numbers of candidates at which the approximate vector index's recall is measured",
+    )
     args = parser.parse_args(argv)
     manager().register(Plugin())
     root_path = args.store or Path(tempfile.mkdtemp(prefix="memdir-scale-")) / "store"
@@ -193,6 +236,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             note("postgres bm25", out["postgres"]["bm25"])
             out["postgres"]["hybrid"] = timed(mem, queries, "hybrid")
             note("postgres hybrid", out["postgres"]["hybrid"])
+            pg = mem.retrieval.pg
+            out["postgres"]["vector_scans"] = dict(pg.vector_scans)
+            if pg.vector_scans["approximate"]:
+                counts = [int(n) for n in args.candidates.split(",") if n]
+                out["postgres"]["vector_recall_at_10"] = vector_recall(pg, queries, counts)
+                note("postgres vector recall", out["postgres"]["vector_recall_at_10"])
             out["postgres"]["readers8_qps"] = readers(mem, queries, 8, args.seconds)
             note("postgres readers8_qps", out["postgres"]["readers8_qps"])
             out["postgres"]["bm25_after_edit"] = after_edit(mem, queries, "bm25", "postgres")

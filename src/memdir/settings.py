@@ -157,6 +157,11 @@ class IndexSettings:
     store: str = ""  # this store's key in the Postgres index (default: the folder's name)
     connect_timeout_seconds: float = 5.0
     writer: bool = True  # false: a replica that reads the store's rows and never writes them
+    # Postgres: a store with this many vectors gets an approximate (HNSW) vector index
+    # (0: every vector search scans exactly), and a search through it reads this many
+    # nearest chunks (docs/postgres.md, "Vector search").
+    approximate_from: int = 50_000
+    approximate_candidates: int = 200
 
 
 @recordclass(frozen=True, eq=False)
@@ -194,6 +199,7 @@ MINIMUMS: dict[str, float] = {
     "store.max_file_bytes": 1,
     "search.default_limit": 1,
     "search.candidates": 1,
+    "index.approximate_candidates": 1,
     "search.rrf_k": 1,
     "search.date_scale_days": 0.001,
     "embeddings.batch_size": 1,
@@ -209,6 +215,7 @@ MAXIMUMS: dict[str, float] = {
     "store.max_file_bytes": 2**31 - 1,
     "server.max_body_bytes": 2**31 - 1,
     "engine.route_margin": 1,
+    "index.approximate_candidates": 1000,  # pgvector's most (hnsw.ef_search)
 }
 
 

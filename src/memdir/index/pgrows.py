@@ -22,8 +22,9 @@ from .postings import TOKENIZE
 __all__ = ["SCHEMA", "TABLES", "PgSyncStats", "StoreRows", "tokens_of"]
 
 DOCS, PASSAGES = 0, 1  # the two BM25 tables, as the `kind` column names them
+VECTORS = 2  # memdir_counts' row of a store's vectors (n: how many; total: 0)
 BATCH = 2000  # rows tokenized and written per round of an incremental sync
-VERSION = "2"  # of the tables below; a database with another is emptied and made again
+VERSION = "3"  # of the tables below; a database with another is emptied and made again
 
 # Every table but memdir_stores is partitioned by store: a full build fills a new table
 # of its own, builds its indexes once at the end and swaps it in for the old one.
@@ -35,6 +36,7 @@ CREATE TABLE IF NOT EXISTS memdir_stores (
 CREATE TABLE IF NOT EXISTS memdir_counts (
     store text NOT NULL, kind smallint NOT NULL, n bigint NOT NULL, total bigint NOT NULL,
     PRIMARY KEY (store, kind));
+CREATE TABLE IF NOT EXISTS memdir_ann (store text PRIMARY KEY, dim int NOT NULL);
 CREATE TABLE IF NOT EXISTS memdir_docs (
     store text NOT NULL, path text NOT NULL,
     zone int NOT NULL, hidden int NOT NULL, memory_kind text, type text,
@@ -45,7 +47,8 @@ CREATE TABLE IF NOT EXISTS memdir_rows (
     PRIMARY KEY (store, kind, path)) PARTITION BY LIST (store);
 CREATE TABLE IF NOT EXISTS memdir_terms (
     store text NOT NULL, kind smallint NOT NULL, term text NOT NULL, path text NOT NULL,
-    tf1 real NOT NULL, tf2 real NOT NULL, tf3 real NOT NULL) PARTITION BY LIST (store);
+    tf1 real NOT NULL, tf2 real NOT NULL, tf3 real NOT NULL, dl int NOT NULL)
+    PARTITION BY LIST (store);
 CREATE INDEX IF NOT EXISTS memdir_terms_term ON memdir_terms (kind, term);
 CREATE INDEX IF NOT EXISTS memdir_terms_path ON memdir_terms (path);
 CREATE TABLE IF NOT EXISTS memdir_vectors (
@@ -62,9 +65,10 @@ TABLES = {
     "memdir_terms": ("(kind, term)", "(path)"),  # no key: one row per kind, term, path
     "memdir_vectors": ("PRIMARY KEY (store, path, chunk_no)",),
 }
-# Per store: what was pushed (memdir_stores), and the number of BM25 rows of each kind and
-# their total length, which BM25 needs for every query (memdir_counts).
-PLAIN_TABLES = ("memdir_stores", "memdir_counts", "memdir_meta")
+# Per store: what was pushed (memdir_stores), the number of BM25 rows of each kind and
+# their total length, which BM25 needs for every query, and of vectors (memdir_counts), and
+# the dimension of its approximate vector index when it has one (memdir_ann).
+PLAIN_TABLES = ("memdir_stores", "memdir_counts", "memdir_ann", "memdir_meta")
 OLD_TABLES = ("memdir_vector_sigs",)  # of version 1, dropped with the rest
 
 
@@ -125,8 +129,11 @@ class PgSyncStats:
 class StoreRows:
     """The writing of one store's rows (the caller holds the transaction and the lock)."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, *, approximate_from: int = 0) -> None:
         self.store = store
+        # A store with this many vectors or more gets an approximate (HNSW) index on them;
+        # 0: every vector search stays an exact scan.
+        self.approximate_from = approximate_from
 
     def build(
         self, conn: Any, lconn: sqlite3.Connection, model: str | None, stats: PgSyncStats
@@ -169,12 +176,18 @@ class StoreRows:
                 for path, chunk_no, start, end, vec in lconn.execute(_VECTOR_ROWS, (model,)):
                     copy.write_row((self.store, path, chunk_no, start, end, model, _vector(vec)))
                     stats.vectors += 1
+        conn.execute(
+            "INSERT INTO memdir_counts (store, kind, n, total) VALUES (%s, %s, %s, 0)",
+            (self.store, VECTORS, stats.vectors),
+        )
         for table, new in made.items():
             for index in TABLES[table]:
                 if index.startswith("PRIMARY KEY"):
                     conn.execute(f"ALTER TABLE {new} ADD {index}")
                 else:
                     conn.execute(f"CREATE INDEX ON {new} {index}")
+        conn.execute("DELETE FROM memdir_ann WHERE store = %s", (self.store,))
+        self._approximate(conn, made["memdir_vectors"], stats.vectors)
         for table, new in made.items():
             for old in self._parts(conn, table):
                 if old != new:
@@ -183,6 +196,31 @@ class StoreRows:
                 _sql(f"ALTER TABLE {table} ATTACH PARTITION {new} FOR VALUES IN ({{}})", self.store)
             )
             conn.execute(f"ANALYZE {new}")
+
+    def _approximate(self, conn: Any, part: str, vectors: int) -> None:
+        """Give the vectors partition ``part`` an HNSW index once it holds enough vectors.
+
+        pgvector indexes only vectors of one declared dimension, and the column takes any:
+        the index is on the column cast to the store's dimension (one model per store),
+        which :meth:`memdir.index.postgres.PgIndex.nearest` orders by. The build sorts in
+        memory when ``maintenance_work_mem`` holds the graph (about 2 KB a vector of 384
+        dimensions), several times faster than spilling.
+        """
+        if self.approximate_from < 1 or vectors < self.approximate_from:
+            return
+        row = conn.execute(f"SELECT vector_dims(embedding) FROM {part} LIMIT 1").fetchone()
+        if row is None:
+            return
+        dim = int(row[0])
+        conn.execute("SET LOCAL maintenance_work_mem = '2GB'")
+        conn.execute(
+            f"CREATE INDEX ON {part} USING hnsw ((embedding::vector({dim})) vector_ip_ops)"
+        )
+        conn.execute(
+            "INSERT INTO memdir_ann (store, dim) VALUES (%s, %s) "
+            "ON CONFLICT (store) DO UPDATE SET dim = excluded.dim",
+            (self.store, dim),
+        )
 
     def _part_prefix(self, table: str) -> str:
         key = hashlib.blake2b(self.store.encode("utf-8", "surrogatepass"), digest_size=16)
@@ -234,23 +272,25 @@ class StoreRows:
                 f"SELECT d.id, d.path FROM {fts} f JOIN docs d ON d.id = f.rowid"
             )
         }
-        # What each line holds around its term: the store and kind before, the path after.
+        lengths = _lengths(lconn, fts, paths)
+        # What each line holds around its term: the store and kind before, the path after,
+        # and the row's length at the end (each term's row carries it: BM25 needs no join).
         head = f"{_copy_text(self.store)}\t{kind}\t"
         tails = {doc_id: f"\t{_copy_text(path)}\t" for doc_id, path in paths.items()}
-        lengths = dict.fromkeys(paths, 0)
+        ends = {doc_id: f"\t{length}\n" for doc_id, length in lengths.items()}
         cur = lconn.cursor()
         cur.row_factory = None
         cur.execute(counted)
         with conn.cursor().copy(
-            f"COPY {made['memdir_terms']} (store, kind, term, path, tf1, tf2, tf3) FROM STDIN"
+            f"COPY {made['memdir_terms']} (store, kind, term, path, tf1, tf2, tf3, dl) FROM STDIN"
         ) as copy:
             while part := cur.fetchmany(20_000):
                 part = [row for row in part if row[1] in tails]  # a row of a document
                 copy.write(
-                    "".join([f"{head}{t}{tails[d]}{a}\t{b}\t{c}\n" for t, d, a, b, c in part])
+                    "".join(
+                        [f"{head}{t}{tails[d]}{a}\t{b}\t{c}{ends[d]}" for t, d, a, b, c in part]
+                    )
                 )
-                for _t, d, a, b, c in part:
-                    lengths[d] += a + b + c
         with conn.cursor().copy(
             f"COPY {made['memdir_rows']} (store, kind, path, dl) FROM STDIN"
         ) as copy:
@@ -279,9 +319,11 @@ class StoreRows:
         for table in TABLES:
             if table == "memdir_vectors" and model is None:
                 continue
-            conn.execute(
+            gone = conn.execute(
                 f"DELETE FROM {table} WHERE store = %s AND path = ANY(%s)", (self.store, paths)
             )
+            if table == "memdir_vectors":
+                delta[VECTORS] = (-max(gone.rowcount, 0), 0)
         docs = lconn.execute(_DOC_ROWS + f" WHERE path IN ({marks})", paths).fetchall()
         stats.removed += len(paths) - len(docs)
         with conn.cursor().copy(
@@ -300,12 +342,9 @@ class StoreRows:
             if kind == PASSAGES:
                 stats.passages += n
         for kind, (n, total) in delta.items():
-            conn.execute(
-                "INSERT INTO memdir_counts AS c (store, kind, n, total) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (store, kind) DO UPDATE SET n = c.n + excluded.n, "
-                "total = c.total + excluded.total",
-                (self.store, kind, n, total),
-            )
+            if kind != VECTORS:  # counted with the vectors written below
+                self._count(conn, kind, n, total)
+        pushed = 0
         if model is not None and _has_table(lconn, "chunks"):
             found = lconn.execute(_VECTOR_ROWS + f" AND d.path IN ({marks})", (model, *paths))
             with conn.cursor().copy(
@@ -314,7 +353,33 @@ class StoreRows:
             ) as copy:
                 for path, chunk_no, start, end, vec in found:
                     copy.write_row((self.store, path, chunk_no, start, end, model, _vector(vec)))
-                    stats.vectors += 1
+                    pushed += 1
+            stats.vectors += pushed
+        if model is not None:
+            self._count(conn, VECTORS, delta.get(VECTORS, (0, 0))[0] + pushed, 0)
+            self._approximate_when_grown(conn)
+
+    def _count(self, conn: Any, kind: int, n: int, total: int) -> None:
+        """Add to the store's counts of one kind."""
+        conn.execute(
+            "INSERT INTO memdir_counts AS c (store, kind, n, total) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (store, kind) DO UPDATE SET n = c.n + excluded.n, "
+            "total = c.total + excluded.total",
+            (self.store, kind, n, total),
+        )
+
+    def _approximate_when_grown(self, conn: Any) -> None:
+        """The HNSW index of a store that has just grown to enough vectors for one."""
+        if self.approximate_from < 1:
+            return
+        if conn.execute("SELECT 1 FROM memdir_ann WHERE store = %s", (self.store,)).fetchone():
+            return  # kept up to date by Postgres as rows come and go
+        row = conn.execute(
+            "SELECT n FROM memdir_counts WHERE store = %s AND kind = %s", (self.store, VECTORS)
+        ).fetchone()
+        parts = self._parts(conn, "memdir_vectors")
+        if row is not None and parts:
+            self._approximate(conn, parts[0], int(row[0]))
 
     def _push_rows(
         self, conn: Any, lconn: sqlite3.Connection, kind: int, paths: list[str]
@@ -334,11 +399,11 @@ class StoreRows:
             for (path, *_), (_, length) in zip(rows, counted, strict=True):
                 copy.write_row((self.store, kind, path, length))
         with cur.copy(
-            "COPY memdir_terms (store, kind, term, path, tf1, tf2, tf3) FROM STDIN"
+            "COPY memdir_terms (store, kind, term, path, tf1, tf2, tf3, dl) FROM STDIN"
         ) as copy:
-            for (path, *_), (terms, _) in zip(rows, counted, strict=True):
+            for (path, *_), (terms, length) in zip(rows, counted, strict=True):
                 for term, tf in terms.items():
-                    copy.write_row((self.store, kind, term, path, *tf))
+                    copy.write_row((self.store, kind, term, path, *tf, length))
         return len(rows), sum(length for _, length in counted)
 
 
@@ -388,6 +453,26 @@ def _vector(blob: bytes) -> str:
 
     # As _vector_text writes it (repr of each float), without a numpy scalar per number.
     return "[" + ",".join(map(repr, np.frombuffer(blob, dtype=np.float32).tolist())) + "]"
+
+
+def _lengths(conn: sqlite3.Connection, fts: str, paths: dict[int, str]) -> dict[int, int]:
+    """Each row's length in tokens, as FTS5 keeps it (its ``_docsize`` table).
+
+    A row's ``sz`` is one varint per column (seven bits a byte, high bit: more follow);
+    the length is their sum, the number of tokens the row's terms count.
+    """
+    lengths = dict.fromkeys(paths, 0)
+    for doc_id, blob in conn.execute(f"SELECT id, sz FROM {fts}_docsize"):
+        if doc_id not in lengths:
+            continue
+        total = value = 0
+        for byte in bytes(blob or b""):
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                total += value
+                value = 0
+        lengths[doc_id] = total
+    return lengths
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

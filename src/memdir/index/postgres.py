@@ -98,6 +98,10 @@ def query_tokens(words: Sequence[str]) -> list[str]:
 # -- the engine -----------------------------------------------------------------------
 
 
+BM25_CANDIDATES = 200  # the best rows a BM25 query filters first (at least 4 per hit asked)
+EF_SEARCH_MAX = 1000  # the most candidates pgvector's HNSW search returns (hnsw.ef_search)
+
+
 class PgIndex:
     """One store's rows in a Postgres index. Thread-safe: one connection per thread.
 
@@ -105,7 +109,16 @@ class PgIndex:
     the store's rows and never compares them with its own index.
     """
 
-    def __init__(self, dsn: str, store: str, *, timeout: float = 5.0, writer: bool = True) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        store: str,
+        *,
+        timeout: float = 5.0,
+        writer: bool = True,
+        approximate_from: int = 0,
+        approximate_candidates: int = 200,
+    ) -> None:
         if not dsn:
             from ..errors import ConfigError
 
@@ -114,6 +127,11 @@ class PgIndex:
         self.store = store
         self.timeout = timeout
         self.writer = writer
+        self.approximate_from = approximate_from
+        self.approximate_candidates = approximate_candidates
+        # How this object's vector searches ranked: through the approximate index (each
+        # round of candidates counted) or by an exact scan.
+        self.vector_scans = {"approximate": 0, "exact": 0}
         self._local = threading.local()
         self._all: list[Any] = []
         self._lock = threading.Lock()
@@ -274,11 +292,15 @@ class PgIndex:
                 or int(row[1]) > seq
                 or (model is not None and row[2] != model)
             ):
-                StoreRows(self.store).build(conn, lconn, model, stats)
+                StoreRows(self.store, approximate_from=self.approximate_from).build(
+                    conn, lconn, model, stats
+                )
             else:
                 paths = pglog.since(lconn, int(row[1]))
                 for lo in range(0, len(paths), BATCH):
-                    StoreRows(self.store).push(conn, lconn, paths[lo : lo + BATCH], model, stats)
+                    StoreRows(self.store, approximate_from=self.approximate_from).push(
+                        conn, lconn, paths[lo : lo + BATCH], model, stats
+                    )
             conn.execute(
                 "INSERT INTO memdir_stores (store, epoch, seq, model) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (store) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq, "
@@ -333,30 +355,96 @@ class PgIndex:
                 FROM q JOIN df USING (term), st),
         scored AS (
             SELECT t.path, sum(idf.idf * (f.f * {K1 + 1!r}) /
-                   (f.f + {K1!r} * ({1 - B!r} + {B!r} * r.dl / st.avgdl))) AS score
+                   (f.f + {K1!r} * ({1 - B!r} + {B!r} * t.dl / st.avgdl))) AS score
             FROM idf JOIN memdir_terms t ON t.store = %s AND t.kind = %s AND t.term = idf.term
             CROSS JOIN LATERAL (SELECT %s * t.tf1 + %s * t.tf2 + %s * t.tf3 AS f) f
-            JOIN memdir_rows r ON r.store = t.store AND r.kind = t.kind AND r.path = t.path
             CROSS JOIN st
-            GROUP BY t.path)
-        SELECT s.path, s.score FROM scored s
+            GROUP BY t.path),
+        best AS (SELECT path, score FROM scored ORDER BY score DESC, path LIMIT %s)
+        SELECT s.path, s.score FROM best s
         JOIN memdir_docs d ON d.store = %s AND d.path = s.path
         WHERE true{condition}
         ORDER BY s.score DESC, s.path LIMIT %s OFFSET %s
         """
         args = [terms, self.store, kind, self.store, kind, terms, self.store, kind, *weights]
-        args += [self.store, *params, limit, offset]
+        # The filters are checked on the best rows first, not on every row a term is in
+        # (a common word's rows are most of the store): when enough of them pass, they
+        # are the answer, since every row left out scores lower. Otherwise every row.
+        wanted = limit + offset
         with self._session() as conn:
-            rows = conn.execute(sql, args).fetchall()
-        return [(str(p), float(s)) for p, s in rows]
+            for best in (max(4 * wanted, BM25_CANDIDATES), None):
+                rows = conn.execute(sql, [*args, best, self.store, *params, limit, offset])
+                found = rows.fetchall()
+                if len(found) >= limit:
+                    break
+        return [(str(p), float(s)) for p, s in found]
 
     def nearest(
         self, qvec: Any, flt: Filters, limit: int
     ) -> list[tuple[str, float, int, int, int]]:
-        """``(path, score, chunk_no, start, end)``: the best chunk of the nearest documents."""
+        """``(path, score, chunk_no, start, end)``: the best chunk of the nearest documents.
+
+        A store with an approximate index (``index.approximate_from``) is searched through
+        it first; when the chunks it finds leave fewer than ``limit`` documents after the
+        filters, with more candidates, and then exactly.
+        """
         if limit < 1:
             return []
         condition, params = filter_sql(flt)
+        qtext = _vector_text(qvec)
+        with self._session() as conn:
+            row = conn.execute(
+                "SELECT dim FROM memdir_ann WHERE store = %s", (self.store,)
+            ).fetchone()
+            if row is not None and int(row[0]) == len(qvec):
+                wanted = max(self.approximate_candidates, 4 * limit)
+                while True:
+                    found = self._approximate(conn, qtext, int(row[0]), condition, params,
+                                              limit, min(wanted, EF_SEARCH_MAX))  # fmt: skip
+                    self.vector_scans["approximate"] += 1
+                    if len(found) >= limit:
+                        return found
+                    if wanted >= EF_SEARCH_MAX:
+                        break
+                    wanted *= 4
+        self.vector_scans["exact"] += 1
+        return self._exact(qtext, condition, params, limit)
+
+    def _approximate(
+        self,
+        conn: Any,
+        qtext: str,
+        dim: int,
+        condition: str,
+        params: list[Any],
+        limit: int,
+        candidates: int,
+    ) -> list[tuple[str, float, int, int, int]]:
+        """The nearest documents among the ``candidates`` chunks the HNSW index finds."""
+        sql = f"""
+        WITH near AS MATERIALIZED (
+            SELECT v.path, -(v.embedding::vector({dim}) <#> %s::vector({dim})) AS score,
+                   v.chunk_no, v.start_at, v.end_at
+            FROM memdir_vectors v WHERE v.store = %s
+            ORDER BY v.embedding::vector({dim}) <#> %s::vector({dim}) LIMIT %s),
+        best AS (
+            SELECT DISTINCT ON (n.path) n.path, n.score, n.chunk_no, n.start_at, n.end_at
+            FROM near n JOIN memdir_docs d ON d.store = %s AND d.path = n.path
+            WHERE true{condition}
+            ORDER BY n.path, n.score DESC, n.chunk_no)
+        SELECT * FROM best ORDER BY score DESC, path LIMIT %s
+        """
+        args = [qtext, self.store, qtext, candidates, self.store, *params, limit]
+        with conn.transaction():
+            # The index returns at most ef_search rows: as many as the candidates asked.
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(candidates),))
+            rows = conn.execute(sql, args).fetchall()
+        return [(str(r[0]), float(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
+
+    def _exact(
+        self, qtext: str, condition: str, params: list[Any], limit: int
+    ) -> list[tuple[str, float, int, int, int]]:
+        """The nearest documents by a scan of every chunk of the store."""
         sql = f"""
         SELECT DISTINCT ON (v.path) v.path, -(v.embedding <#> %s::vector) AS score,
                v.chunk_no, v.start_at, v.end_at
@@ -366,7 +454,7 @@ class PgIndex:
         """
         ranked = f"SELECT * FROM ({sql}) best ORDER BY score DESC, path LIMIT %s"
         with self._session() as conn:
-            rows = conn.execute(ranked, [_vector_text(qvec), self.store, *params, limit]).fetchall()
+            rows = conn.execute(ranked, [qtext, self.store, *params, limit]).fetchall()
         return [(str(r[0]), float(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
 

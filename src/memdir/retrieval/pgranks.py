@@ -41,7 +41,14 @@ def engine(settings: Settings, root: Any) -> PgIndex | None:
     from ..index.postgres import PgIndex
 
     store = opts.store or str(getattr(root, "name", "") or "default")
-    return PgIndex(opts.dsn, store, timeout=opts.connect_timeout_seconds, writer=opts.writer)
+    return PgIndex(
+        opts.dsn,
+        store,
+        timeout=opts.connect_timeout_seconds,
+        writer=opts.writer,
+        approximate_from=opts.approximate_from,
+        approximate_candidates=opts.approximate_candidates,
+    )
 
 
 def keyword_hits(pg: PgIndex, index: Index, query: str, flt: Filters, limit: int) -> list[Hit]:
