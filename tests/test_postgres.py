@@ -144,6 +144,28 @@ def test_filters_rank_as_the_sqlite_engine(
             assert _ranked(shared, query, mode=mode, **filters) == want, (mode, query)
 
 
+def test_a_filter_few_of_the_best_rows_pass_ranks_as_the_sqlite_engine(
+    tmp_path: Path, dsn: str, toy: None
+) -> None:
+    # BM25 filters the best rows first (postgres.BM25_CANDIDATES); here every one of them
+    # fails the prefix, and the hits are rows far below them. (Each row of its own length:
+    # exact ties are ordered by path here and by row id in SQLite.)
+    from memdir.index.postgres import BM25_CANDIDATES
+
+    root = Store.init(tmp_path / "store", git=False)
+    with _open(root, None) as local:
+        for i in range(BM25_CANDIDATES + 40):
+            local.write(f"many/m{i}.md", f"# Loaf {i}\n\nRye loaf, rye loaf, rye loaf.{' crumb' * i}\n")
+        for i in range(5):
+            local.write(f"few/f{i}.md", f"# Note {i}\n\nOne rye among {'many words ' * i}.\n")
+    with _open(root, None) as local, _open(root, dsn, f"few{next(_names)}") as shared:
+        for mode in ("bm25", "hybrid"):
+            want = _ranked(local, "rye loaf", mode=mode, path_prefix="few/")
+            assert len(want) == 5
+            assert _ranked(shared, "rye loaf", mode=mode, path_prefix="few/") == want, mode
+        assert _ranked(shared, "rye", mode="bm25") == _ranked(local, "rye", mode="bm25")
+
+
 def test_superseded_page_is_found_only_when_asked(pair: tuple[Memory, Memory]) -> None:
     _, shared = pair
     assert "wiki/old.md" not in [h.path for h in shared.search("stale", mode="bm25")]
