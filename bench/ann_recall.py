@@ -43,7 +43,8 @@ def paragraphs(folders: Sequence[Path]) -> list[str]:
                 for para in re.split(r"\n\s*\n", text):
                     flat = " ".join(para.split())
                     letters = sum(c.isalpha() or c == " " for c in flat)
-                    if len(flat) >= 120 and letters >= 0.9 * len(flat):
+                    printable = flat.isprintable()
+                    if printable and len(flat) >= 120 and letters >= 0.9 * len(flat):
                         seen.add(flat)
     return sorted(seen)
 

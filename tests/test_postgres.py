@@ -155,7 +155,8 @@ def test_a_filter_few_of_the_best_rows_pass_ranks_as_the_sqlite_engine(
     root = Store.init(tmp_path / "store", git=False)
     with _open(root, None) as local:
         for i in range(BM25_CANDIDATES + 40):
-            local.write(f"many/m{i}.md", f"# Loaf {i}\n\nRye loaf, rye loaf, rye loaf.{' crumb' * i}\n")
+            crumbs = " crumb" * i
+            local.write(f"many/m{i}.md", f"# Loaf {i}\n\nRye loaf, rye loaf, rye loaf.{crumbs}\n")
         for i in range(5):
             local.write(f"few/f{i}.md", f"# Note {i}\n\nOne rye among {'many words ' * i}.\n")
     with _open(root, None) as local, _open(root, dsn, f"few{next(_names)}") as shared:

@@ -103,6 +103,9 @@ def test_a_large_store_searches_through_the_index_as_the_scan_ranks(
         assert {q: _ranked(mem, q, limit=8) for q in QUERIES} == approximate
         assert _pg(mem).vector_scans == {"approximate": 0, "exact": len(QUERIES)}
         assert _hnsw(dsn, exact) == []
+    with _open(root, dsn, near, approximate_from=0) as mem:  # the index is there, unused
+        assert _ranked(mem, QUERIES[0], limit=8) == approximate[QUERIES[0]]
+        assert _pg(mem).vector_scans == {"approximate": 0, "exact": 1}
     assert all(len(hits) == 8 for hits in approximate.values())
 
 

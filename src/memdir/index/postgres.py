@@ -384,8 +384,9 @@ class PgIndex:
     ) -> list[tuple[str, float, int, int, int]]:
         """``(path, score, chunk_no, start, end)``: the best chunk of the nearest documents.
 
-        A store with an approximate index (``index.approximate_from``) is searched through
-        it first; when the chunks it finds leave fewer than ``limit`` documents after the
+        A store with an approximate index (made once it had ``index.approximate_from``
+        vectors; 0 here scans exactly whatever Postgres holds) is searched through it
+        first; when the chunks it finds leave fewer than ``limit`` documents after the
         filters, with more candidates, and then exactly.
         """
         if limit < 1:
@@ -396,7 +397,7 @@ class PgIndex:
             row = conn.execute(
                 "SELECT dim FROM memdir_ann WHERE store = %s", (self.store,)
             ).fetchone()
-            if row is not None and int(row[0]) == len(qvec):
+            if self.approximate_from > 0 and row is not None and int(row[0]) == len(qvec):
                 wanted = max(self.approximate_candidates, 4 * limit)
                 while True:
                     found = self._approximate(conn, qtext, int(row[0]), condition, params,
