@@ -160,7 +160,7 @@ class IndexSettings:
     # Postgres: a store with this many vectors gets an approximate (HNSW) vector index
     # (0: every vector search scans exactly), and a search through it reads this many
     # nearest chunks (docs/postgres.md, "Vector search").
-    approximate_from: int = 50_000
+    approximate_from: int = 20_000
     approximate_candidates: int = 200
 
 

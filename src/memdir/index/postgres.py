@@ -445,15 +445,22 @@ class PgIndex:
     def _exact(
         self, qtext: str, condition: str, params: list[Any], limit: int
     ) -> list[tuple[str, float, int, int, int]]:
-        """The nearest documents by a scan of every chunk of the store."""
-        sql = f"""
-        SELECT DISTINCT ON (v.path) v.path, -(v.embedding <#> %s::vector) AS score,
-               v.chunk_no, v.start_at, v.end_at
-        FROM memdir_vectors v JOIN memdir_docs d ON d.store = v.store AND d.path = v.path
-        WHERE v.store = %s{condition}
-        ORDER BY v.path, score DESC, v.chunk_no
+        """The nearest documents by a scan of every chunk of the store.
+
+        The scores are taken apart first (a materialized CTE): sorted with the rows, the
+        vectors went with them, 1.5 KB a row at 384 dimensions, and the sort spilled to
+        disk (250 ms at 31,000 chunks, where scoring them takes 30).
         """
-        ranked = f"SELECT * FROM ({sql}) best ORDER BY score DESC, path LIMIT %s"
+        ranked = f"""
+        WITH scored AS MATERIALIZED (
+            SELECT v.path, -(v.embedding <#> %s::vector) AS score,
+                   v.chunk_no, v.start_at, v.end_at
+            FROM memdir_vectors v JOIN memdir_docs d ON d.store = v.store AND d.path = v.path
+            WHERE v.store = %s{condition})
+        SELECT * FROM (SELECT DISTINCT ON (path) * FROM scored
+                       ORDER BY path, score DESC, chunk_no) best
+        ORDER BY score DESC, path LIMIT %s
+        """
         with self._session() as conn:
             rows = conn.execute(ranked, [qtext, self.store, *params, limit]).fetchall()
         return [(str(r[0]), float(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
