@@ -64,6 +64,16 @@ def _hnsw(dsn: str, store: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+def _index_scans(conn: Any) -> int:
+    """Scans of every HNSW index so far, this session's included."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    row = conn.execute(
+        "SELECT coalesce(sum(s.idx_scan), 0) FROM pg_stat_user_indexes s "
+        "JOIN pg_indexes i ON i.indexname = s.indexrelname WHERE i.indexdef LIKE '%hnsw%'"
+    ).fetchone()
+    return int(row[0])
+
+
 def _vectors(dsn: str, store: str) -> int:
     """The store's vectors as memdir_counts has them, checked against its rows."""
     import psycopg
@@ -96,7 +106,14 @@ def test_a_large_store_searches_through_the_index_as_the_scan_ranks(
         _fill(mem, 0, 60)
         mem.search("rye", mode="hybrid")  # the first push: a full build
         assert len(_hnsw(dsn, near)) == 1 and "vector_ip_ops" in _hnsw(dsn, near)[0]
+        # A table this small is cheaper to scan and sort than to search through its index:
+        # make the planner use the index, as it does at the sizes the index is made for.
+        conn = _pg(mem)._conn()
+        for plan in ("seqscan", "bitmapscan", "sort"):
+            conn.execute(f"SET enable_{plan} = off")
+        used = _index_scans(conn)
         approximate = {q: _ranked(mem, q, limit=8) for q in QUERIES}
+        assert _index_scans(conn) >= used + len(QUERIES)
         assert _pg(mem).vector_scans["approximate"] >= len(QUERIES)
         assert _pg(mem).vector_scans["exact"] == 0
     with _open(root, dsn, exact, approximate_from=0) as mem:
