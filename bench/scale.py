@@ -4,8 +4,10 @@ Writes N documents as ``bench/synth.py`` does, then for each engine: the full bu
 (``reindex --full``; for Postgres, the build of its rows from the local index the SQLite
 build made: ``reindex --full`` with the Postgres engine is the two in turn), BM25 and
 hybrid p50/p95 over the same queries, a search just after one document was written (the
-cost of keeping the index in step), and the throughput of 8 threads searching at once
-(BM25). Vectors come from a hashing embedder of 64 dimensions registered here (word
+cost of keeping the index in step), the throughput of 8 threads searching at once
+(BM25) and, for a store Postgres searches through its approximate vector index, that
+index's recall at 10 against the exact scan per number of candidates (``--candidates``).
+Vectors come from a hashing embedder of 64 dimensions registered here (word
 hashes, no model), so the hybrid figures are the cost of ranking and fusion, not of a
 model; query embedding costs microseconds. Each engine's searches run with the file
 watcher a server runs (``memdir serve``), so no search stats every file.
