@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -283,10 +283,18 @@ def _bundle(path: str) -> str:
 
 def _best_claim(answer: Answer, q: list[str], qvec: Any) -> int:
     """The index (in ``answer.claims``, never the title at 0) of the claim nearest the
-    question: by cosine with the embedder, else by question words shared."""
+    question: by cosine with the embedder, else by question words shared.
+
+    Only claims that cite a dated source compete when the page has any: a line that cites
+    nothing (the extractive writer's ``Main terms: ...`` takeaway) can be nearest the
+    question, but it states no fact of any date, so a newer page could never be compared
+    with it."""
     if len(answer.claims) < 2:
         return 0
-    rest = range(1, len(answer.claims))
+    rest: Sequence[int] = range(1, len(answer.claims))
+    if len(answer.dates) == len(answer.claims):
+        dated = [i for i in rest if answer.dates[i]]
+        rest = dated or rest
     if qvec is not None and all(c in _CLAIMS for c in answer.claims):
         return max(rest, key=lambda i: float(_CLAIMS[answer.claims[i]] @ qvec))
     terms = frozenset(q)
