@@ -26,6 +26,17 @@ LENS = "I ordered a Barlow lens from First Light Optics, order number FLO-58213.
         ("Which night is quiz night?", ["Quiz night is on Tuesdays now."], True),
         ("What time does it start?", ["It starts at the hall."], False),
         ("Who teaches the class?", ["The class meets at the hall."], True),  # no kind asked
+        # an identifier: a code, a reference, a number that names something
+        ("What sail number is my boat?", ["Paid 285 pounds for the boat park."], False),
+        ("What sail number is my boat?", ["The boat's sail number is 3011."], True),
+        ("What is my UTR number?", ["Owe HMRC 3,410 by 31/01, filed 2026."], False),
+        ("What is the booking reference?", ["Booked, reference QX7RTB."], True),
+        ("What's the code for the key safe?", ["Key safe code 4719."], True),
+        ("What's the frame number of my bike?", ["A red Dawes, 10km in 50mins."], False),
+        ("What is the number of guests?", ["Ninety guests."], True),  # a count, not an id
+        ("Who asked where the numbers came from?", ["Candidate C asked."], True),
+        ("What is Aisha's phone number?", ["Aisha pays £995 a month, code 4719."], False),
+        ("What is Aisha's phone number?", ["Aisha's mobile is 07700 900123."], True),
     ],
 )
 def test_answers_kind(question: str, texts: list[str], holds: bool) -> None:
@@ -48,3 +59,34 @@ def test_query_says_not_found_when_the_page_lacks_the_kind_asked(tmp_path: Path)
     assert cost["not_found"] and cost["nearest"], cost
     assert not order["not_found"], order
     assert not cost_off["not_found"], cost_off
+
+
+def test_query_says_not_found_when_the_page_holds_no_identifier(tmp_path: Path) -> None:
+    """A question that asks for a number that names something is "not found" on a page
+    with amounts and dates but no code, and answered when the check is off."""
+    root = tmp_path / "store"
+    Memory.init(root).close()
+    # floor 0: the check alone decides ("number" is a word no page uses, which the floor
+    # would weigh heavily)
+    words_only = {
+        "embeddings": {"enabled": False},
+        "engine": {"router": "lexical", "answer_floor": 0.0},
+    }
+    with Memory.open(root, overrides=words_only) as mem:
+        mem.bundle_add("dinghy", "Sailing the dinghy: the club, the boat and races")
+        mem.ingest(
+            [
+                (
+                    "fees.md",
+                    "# Sailing club fees\n\nPaid the sailing club membership for the boat, "
+                    "285 pounds, on 12 March.\n",
+                )
+            ]
+        )
+        mem.consolidate()
+        sail = mem.query("What is the sail number of the club boat?")
+    off = {**words_only, "engine": {**words_only["engine"], "answer_kind": False}}
+    with Memory.open(root, overrides=off) as mem:
+        sail_off = mem.query("What is the sail number of the club boat?")
+    assert sail["not_found"] and sail["nearest"], sail
+    assert not sail_off["not_found"], sail_off

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memdir.engine import query
+from memdir.engine.terms import term_set
 from memdir.service import Memory
 
 OLD = "Spice Route quoted 42 per head for the sharing feast"
@@ -77,6 +78,26 @@ def test_the_newest_of_several_goes_first() -> None:
         _answer("wiki/wedding/costs/b.md", NEW.replace("48", "51"), "2026-06-01", 0.8),
     ]
     assert _order(answers)[0] == "wiki/wedding/costs/b.md"
+
+
+def test_a_line_citing_nothing_is_not_the_claim_compared() -> None:
+    """The extractive writer's ``Main terms: ...`` takeaway cites no source; when it is the
+    best page's line nearest the question, the dated claim nearest it is compared instead,
+    so the newer page still goes first."""
+    best = query.Answer(
+        "wiki/wedding/caterer/quote.md",
+        "Caterer",
+        1,
+        1.0,
+        relevance=1.4,
+        claims=["Caterer", OLD, "Main terms: spice, route, head, charge."],
+        dates=["", "2026-02-02", ""],
+    )
+    newer = _answer("wiki/wedding/costs/price-rise.md", NEW, "2026-05-01", 0.9)
+    answers = [best, newer]
+    q = sorted(term_set("What does Spice Route charge per head?"))
+    query.prefer_newer(answers, query.Newer(), q, None)
+    assert [a.path for a in answers][0] == "wiki/wedding/costs/price-rise.md"
 
 
 def _embed(table: dict[str, Sequence[float]]):  # type: ignore[no-untyped-def]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -283,10 +283,18 @@ def _bundle(path: str) -> str:
 
 def _best_claim(answer: Answer, q: list[str], qvec: Any) -> int:
     """The index (in ``answer.claims``, never the title at 0) of the claim nearest the
-    question: by cosine with the embedder, else by question words shared."""
+    question: by cosine with the embedder, else by question words shared.
+
+    Only claims that cite a dated source compete when the page has any: a line that cites
+    nothing (the extractive writer's ``Main terms: ...`` takeaway) can be nearest the
+    question, but it states no fact of any date, so a newer page could never be compared
+    with it."""
     if len(answer.claims) < 2:
         return 0
-    rest = range(1, len(answer.claims))
+    rest: Sequence[int] = range(1, len(answer.claims))
+    if len(answer.dates) == len(answer.claims):
+        dated = [i for i in rest if answer.dates[i]]
+        rest = dated or rest
     if qvec is not None and all(c in _CLAIMS for c in answer.claims):
         return max(rest, key=lambda i: float(_CLAIMS[answer.claims[i]] @ qvec))
     terms = frozenset(q)
@@ -362,6 +370,40 @@ _ASKS_WHEN = re.compile(
 )
 
 
+#: A question that asks for an identifier: a number that names something (a policy, order,
+#: sail or frame number; "the number of" asks for a count), a code, a reference or a PIN.
+_ASKS_ID = re.compile(
+    r"\b(?:(?<!\bthe )(?<!\ba )(?<!\bany )number|number(?!\s+of\b)|code|reference|ref|pin)\b",
+    re.IGNORECASE,
+)
+_ASKS_PHONE = re.compile(r"\b(?:phone|mobile|landline)\b", re.IGNORECASE)
+#: An identifier: a word that mixes letters and digits (``QX7RTB``, ``HX-44721``), or a run
+#: of four digits or more that is not a year (``4719``); an amount, a count or a date
+#: (``285 pounds``, ``3,410``, ``12/04``) is none.
+_ID_MIXED = re.compile(
+    r"(?<![\w£$€.,])(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z\d]+(?:-[A-Za-z\d]+)*(?![\w]|[.,]\d)"
+)
+_ID_DIGITS = re.compile(r"(?<![\w£$€.,:/-])\d{4,}(?![\w:/%-]|[.,]\d)")
+_ID_UNITS = re.compile(
+    r"\d+(?:st|nd|rd|th|s|am|pm|g|kg|mg|ml|l|km|m|cm|mm|mph|gb|mb|tb|ghz|mhz|hz|mbps|p|k|hrs?|"
+    r"mins?|x)",
+    re.IGNORECASE,
+)
+_PHONE = re.compile(r"(?<![\w£$€.,])\+?\d(?:[\s-]?\d){6,}")
+
+
+def holds_identifier(text: str, *, phone: bool = False) -> bool:
+    """Whether ``text`` holds an identifier (see ``_ID_MIXED``, ``_ID_DIGITS``); with
+    ``phone``, a run of seven digits or more (spaces and dashes allowed), as a phone
+    number is written."""
+    if phone:
+        return bool(_PHONE.search(text))
+    for m in _ID_MIXED.finditer(text):
+        if not _ID_UNITS.fullmatch(m.group(0)):
+            return True
+    return any(not _YEAR.fullmatch(m.group(0)) for m in _ID_DIGITS.finditer(text))
+
+
 def answers_kind(question: str, texts: list[str]) -> bool:
     """Whether ``texts`` (an answer's title and claims) hold a value of the kind the
     question asks for: an amount or count for "how much / how many / how old", an amount
@@ -381,6 +423,10 @@ def answers_kind(question: str, texts: list[str]) -> bool:
         return amount or when
     if _ASKS_WHEN.match(question):
         return when
+    if _ASKS_PHONE.search(question) and re.search(r"\bnumber\b", question, re.IGNORECASE):
+        return holds_identifier(text, phone=True)
+    if _ASKS_ID.search(question):
+        return holds_identifier(text)
     return True
 
 
