@@ -379,3 +379,20 @@ def error_of(response: httpx.Response) -> dict[str, str]:
     assert set(body) == {"error"}, body
     assert set(body["error"]) == {"code", "message"}, body
     return dict(body["error"])
+
+
+def open_postgres(root: Path, dsn: str, store: str, **index: Any) -> Memory:
+    """A store whose searches rank in Postgres under ``store`` (the toy letters embedder)."""
+    overrides: dict[str, Any] = {
+        "store": {"git_commit": False},
+        "embeddings": {"provider": "letters"},
+        "index": {"engine": "postgres", "dsn": dsn, "store": store, **index},
+    }
+    return Memory.open(root, overrides=overrides)
+
+
+def postgres_of(mem: Memory) -> Any:
+    """The store's Postgres engine (memdir.index.postgres.PgIndex); it must have one."""
+    pg = mem.retrieval.pg
+    assert pg is not None
+    return pg

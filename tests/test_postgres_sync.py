@@ -16,28 +16,13 @@ from typing import Any
 
 import pytest
 
-from helpers import write_turn_page
+from helpers import open_postgres, postgres_of, write_turn_page
 from memdir.errors import ConfigError
 from memdir.files.store import Store
 from memdir.index.postgres import PgIndex
 from memdir.service import Memory
 
 _names = itertools.count()
-
-
-def _open(root: Path, dsn: str, store: str, **index: Any) -> Memory:
-    overrides: dict[str, Any] = {
-        "store": {"git_commit": False},
-        "embeddings": {"provider": "letters"},
-        "index": {"engine": "postgres", "dsn": dsn, "store": store, **index},
-    }
-    return Memory.open(root, overrides=overrides)
-
-
-def _pg(mem: Memory) -> PgIndex:
-    pg = mem.retrieval.pg
-    assert pg is not None
-    return pg
 
 
 def _fill(mem: Memory) -> None:
@@ -88,10 +73,10 @@ def test_changed_paths_get_the_rows_a_full_build_writes(
     dsn = pg_server.dsn
     root = Store.init(tmp_path / "store", git=False)
     key = f"same{next(_names)}"
-    with _open(root, dsn, key) as mem:
+    with open_postgres(root, dsn, key) as mem:
         _fill(mem)
         mem.search("bread", mode="hybrid")  # the first push: a full build
-        pg = _pg(mem)
+        pg = postgres_of(mem)
         model = mem.retrieval.vector_index().model
         # Edits of every kind: a note changed, one deleted by hand, one added, a turn
         # edited (its follower's passage context changes), a turn removed from a thread.
@@ -118,12 +103,12 @@ def test_a_sync_after_one_edit_reads_that_path_only(
     dsn = pg_server.dsn
     root = Store.init(tmp_path / "store", git=False)
     key = f"small{next(_names)}"
-    with _open(root, dsn, key) as mem:
+    with open_postgres(root, dsn, key) as mem:
         _fill(mem)
         for i in range(200):
             mem.write(f"more/m{i}.md", f"# More {i}\n\nAnother loaf, number {i}, of rye.\n")
         mem.search("bread", mode="hybrid")
-        pg = _pg(mem)
+        pg = postgres_of(mem)
         model = mem.retrieval.vector_index().model
         mem.write("notes/n5.md", "# Five\n\nThe fifth loaf burnt.\n")
         # Tables this small are cheaper to scan than to look up: make the planner look up,
@@ -145,12 +130,15 @@ def test_a_reader_replica_reads_and_never_writes(tmp_path: Path, pg_server: Any,
     dsn = pg_server.dsn
     key = f"reader{next(_names)}"
     first = Store.init(tmp_path / "writer", git=False)
-    with _open(first, dsn, key) as writer:
+    with open_postgres(first, dsn, key) as writer:
         _fill(writer)
         writer.search("bread", mode="hybrid")
     second = tmp_path / "reader"
     shutil.copytree(first, second, ignore=shutil.ignore_patterns("*.db*"))
-    with _open(first, dsn, key) as writer, _open(second, dsn, key, writer=False) as reader:
+    with (
+        open_postgres(first, dsn, key) as writer,
+        open_postgres(second, dsn, key, writer=False) as reader,
+    ):
         before = _rows(dsn, key)
         assert [h.path for h in reader.search("crisp crust", mode="bm25", limit=3)]
         reader.write("notes/only-here.md", "# Here\n\nA quince tart.\n")
@@ -170,21 +158,21 @@ def test_rows_pushed_from_another_local_index_are_built_afresh(
     dsn = pg_server.dsn
     key = f"other{next(_names)}"
     first = Store.init(tmp_path / "one", git=False)
-    with _open(first, dsn, key) as one:
+    with open_postgres(first, dsn, key) as one:
         _fill(one)
         one.search("bread", mode="hybrid")
     second = tmp_path / "two"
     shutil.copytree(first, second, ignore=shutil.ignore_patterns("*.db*"))
-    with _open(second, dsn, key) as two:
+    with open_postgres(second, dsn, key) as two:
         two.write("notes/n3.md", "# Three\n\nA sorrel soup.\n")
         two.sync(force=True)
         two.retrieval.vector_index().sync()
-        stats = _pg(two).sync(two.index, two.retrieval.vector_index().model)
+        stats = postgres_of(two).sync(two.index, two.retrieval.vector_index().model)
         assert stats.full and stats.docs == 18
         assert [h.path for h in two.search("sorrel", mode="hybrid", limit=1)] == ["notes/n3.md"]
-    with _open(first, dsn, key) as one:  # back to the first: its log is not what was pushed
+    with open_postgres(first, dsn, key) as one:  # back to the first: its log is not what was pushed
         one.sync(force=True)
-        stats = _pg(one).sync(one.index, None)
+        stats = postgres_of(one).sync(one.index, None)
         assert stats.full
         assert one.search("sorrel", mode="bm25") == []
 
@@ -197,10 +185,10 @@ def test_a_rebuild_replaces_the_partitions_whatever_their_names(
     dsn = pg_server.dsn
     root = Store.init(tmp_path / "store", git=False)
     key = f'it\'s a "key" {next(_names)}'  # quotes in the key: a literal in the DDL
-    with _open(root, dsn, key) as mem:
+    with open_postgres(root, dsn, key) as mem:
         _fill(mem)
         mem.search("bread", mode="bm25")
-        pg = _pg(mem)
+        pg = postgres_of(mem)
         with psycopg.connect(dsn, autocommit=True) as conn:
             (name,) = conn.execute(
                 "SELECT tableoid::regclass::text FROM memdir_terms WHERE store = %s LIMIT 1",
@@ -232,7 +220,7 @@ def test_tables_of_the_first_layout_are_made_again(tmp_path: Path, toy: None) ->
             conn.execute("INSERT INTO memdir_docs VALUES ('old', 'a.md', 'x', 0)")
             conn.execute("CREATE TABLE memdir_vector_sigs (store text, path text, sig text)")
         root = Store.init(tmp_path / "store", git=False)
-        with _open(root, server.dsn, "old") as mem:
+        with open_postgres(root, server.dsn, "old") as mem:
             mem.write("a.md", "# A\n\nThe kettle is descaled with vinegar.\n")
             assert [h.path for h in mem.search("vinegar", mode="bm25")] == ["a.md"]
         with psycopg.connect(server.dsn, autocommit=True) as conn:

@@ -15,27 +15,12 @@ from typing import Any
 
 import pytest
 
+from helpers import open_postgres, postgres_of
 from memdir.files.store import Store
-from memdir.index.postgres import PgIndex
 from memdir.service import Memory
 
 _names = itertools.count()
 WORDS = "oven rye crust starter kettle vinegar garden hedge ladder bicycle chain saddle".split()
-
-
-def _open(root: Path, dsn: str, store: str, **index: Any) -> Memory:
-    overrides: dict[str, Any] = {
-        "store": {"git_commit": False},
-        "embeddings": {"provider": "letters"},
-        "index": {"engine": "postgres", "dsn": dsn, "store": store, **index},
-    }
-    return Memory.open(root, overrides=overrides)
-
-
-def _pg(mem: Memory) -> PgIndex:
-    pg = mem.retrieval.pg
-    assert pg is not None
-    return pg
 
 
 def _note(i: int) -> str:
@@ -102,27 +87,27 @@ def test_a_large_store_searches_through_the_index_as_the_scan_ranks(
     dsn = pg_server.dsn
     root = Store.init(tmp_path / "store", git=False)
     near, exact = f"near{next(_names)}", f"exact{next(_names)}"
-    with _open(root, dsn, near, approximate_from=30) as mem:
+    with open_postgres(root, dsn, near, approximate_from=30) as mem:
         _fill(mem, 0, 60)
         mem.search("rye", mode="hybrid")  # the first push: a full build
         assert len(_hnsw(dsn, near)) == 1 and "vector_ip_ops" in _hnsw(dsn, near)[0]
         # A table this small is cheaper to scan and sort than to search through its index:
         # make the planner use the index, as it does at the sizes the index is made for.
-        conn = _pg(mem)._conn()
+        conn = postgres_of(mem)._conn()
         for plan in ("seqscan", "bitmapscan", "sort"):
             conn.execute(f"SET enable_{plan} = off")
         used = _index_scans(conn)
         approximate = {q: _ranked(mem, q, limit=8) for q in QUERIES}
         assert _index_scans(conn) >= used + len(QUERIES)
-        assert _pg(mem).vector_scans["approximate"] >= len(QUERIES)
-        assert _pg(mem).vector_scans["exact"] == 0
-    with _open(root, dsn, exact, approximate_from=0) as mem:
+        assert postgres_of(mem).vector_scans["approximate"] >= len(QUERIES)
+        assert postgres_of(mem).vector_scans["exact"] == 0
+    with open_postgres(root, dsn, exact, approximate_from=0) as mem:
         assert {q: _ranked(mem, q, limit=8) for q in QUERIES} == approximate
-        assert _pg(mem).vector_scans == {"approximate": 0, "exact": len(QUERIES)}
+        assert postgres_of(mem).vector_scans == {"approximate": 0, "exact": len(QUERIES)}
         assert _hnsw(dsn, exact) == []
-    with _open(root, dsn, near, approximate_from=0) as mem:  # the index is there, unused
+    with open_postgres(root, dsn, near, approximate_from=0) as mem:  # the index is there, unused
         assert _ranked(mem, QUERIES[0], limit=8) == approximate[QUERIES[0]]
-        assert _pg(mem).vector_scans == {"approximate": 0, "exact": 1}
+        assert postgres_of(mem).vector_scans == {"approximate": 0, "exact": 1}
     assert all(len(hits) == 8 for hits in approximate.values())
 
 
@@ -132,19 +117,22 @@ def test_a_store_grown_to_the_threshold_gets_its_index(
     dsn = pg_server.dsn
     root = Store.init(tmp_path / "store", git=False)
     key = f"grown{next(_names)}"
-    with _open(root, dsn, key, approximate_from=0) as mem:
+    with open_postgres(root, dsn, key, approximate_from=0) as mem:
         _fill(mem, 0, 20)
         mem.search("rye", mode="vector")
     has = _vectors(dsn, key)
-    with _open(root, dsn, key, approximate_from=has + 10) as mem:
+    with open_postgres(root, dsn, key, approximate_from=has + 10) as mem:
         mem.write("notes/extra.md", _note(99))
         mem.search("rye", mode="vector")  # an incremental sync, still under the threshold
         assert _vectors(dsn, key) > has
-        assert _hnsw(dsn, key) == [] and _pg(mem).vector_scans == {"approximate": 0, "exact": 1}
+        assert _hnsw(dsn, key) == [] and postgres_of(mem).vector_scans == {
+            "approximate": 0,
+            "exact": 1,
+        }
         _fill(mem, 20, 45)
         found = _ranked(mem, "rye crust", limit=5)
         assert len(_hnsw(dsn, key)) == 1
-        assert _pg(mem).vector_scans["approximate"] == 1
+        assert postgres_of(mem).vector_scans["approximate"] == 1
         # Deleted and edited documents leave the index with their rows.
         gone = found[0][0]
         (root / gone).unlink()
@@ -160,18 +148,18 @@ def test_filters_that_leave_few_candidates_take_more_then_scan(
     dsn = pg_server.dsn
     root = Store.init(tmp_path / "store", git=False)
     near, exact = f"few{next(_names)}", f"fewexact{next(_names)}"
-    with _open(root, dsn, near, approximate_from=10, approximate_candidates=1) as mem:
+    with open_postgres(root, dsn, near, approximate_from=10, approximate_candidates=1) as mem:
         _fill(mem, 0, 80)
         _fill(mem, 80, 83, folder="rare")
         mem.search("rye", mode="hybrid")
         narrow = _ranked(mem, "rye crust", limit=3, path_prefix="rare/")
-        rounds = _pg(mem).vector_scans["approximate"]
+        rounds = postgres_of(mem).vector_scans["approximate"]
         # 12 candidates first (four per hit asked), then four times as many each round.
         assert rounds >= 2
         # More asked than the filter allows: every round, then the exact scan.
         every = _ranked(mem, "rye crust", limit=5, path_prefix="rare/")
-        assert _pg(mem).vector_scans["exact"] == 1
-    with _open(root, dsn, exact, approximate_from=0) as mem:
+        assert postgres_of(mem).vector_scans["exact"] == 1
+    with open_postgres(root, dsn, exact, approximate_from=0) as mem:
         assert _ranked(mem, "rye crust", limit=3, path_prefix="rare/") == narrow
         assert _ranked(mem, "rye crust", limit=5, path_prefix="rare/") == every
     assert sorted(p for p, _ in every) == ["rare/n80.md", "rare/n81.md", "rare/n82.md"]
