@@ -356,30 +356,29 @@ class StoreRows:
                     pushed += 1
             stats.vectors += pushed
         if model is not None:
-            self._count(conn, VECTORS, delta.get(VECTORS, (0, 0))[0] + pushed, 0)
-            self._approximate_when_grown(conn)
+            vectors = self._count(conn, VECTORS, delta.get(VECTORS, (0, 0))[0] + pushed, 0)
+            self._approximate_when_grown(conn, vectors)
 
-    def _count(self, conn: Any, kind: int, n: int, total: int) -> None:
-        """Add to the store's counts of one kind."""
-        conn.execute(
+    def _count(self, conn: Any, kind: int, n: int, total: int) -> int:
+        """Add to the store's counts of one kind; returns the new number of rows."""
+        row = conn.execute(
             "INSERT INTO memdir_counts AS c (store, kind, n, total) VALUES (%s, %s, %s, %s) "
             "ON CONFLICT (store, kind) DO UPDATE SET n = c.n + excluded.n, "
-            "total = c.total + excluded.total",
+            "total = c.total + excluded.total RETURNING n",
             (self.store, kind, n, total),
-        )
+        ).fetchone()
+        return int(row[0])
 
-    def _approximate_when_grown(self, conn: Any) -> None:
-        """The HNSW index of a store that has just grown to enough vectors for one."""
-        if self.approximate_from < 1:
+    def _approximate_when_grown(self, conn: Any, vectors: int) -> None:
+        """The HNSW index of a store that has just grown to enough vectors for one (a store
+        under the threshold costs no query here)."""
+        if self.approximate_from < 1 or vectors < self.approximate_from:
             return
         if conn.execute("SELECT 1 FROM memdir_ann WHERE store = %s", (self.store,)).fetchone():
             return  # kept up to date by Postgres as rows come and go
-        row = conn.execute(
-            "SELECT n FROM memdir_counts WHERE store = %s AND kind = %s", (self.store, VECTORS)
-        ).fetchone()
         parts = self._parts(conn, "memdir_vectors")
-        if row is not None and parts:
-            self._approximate(conn, parts[0], int(row[0]))
+        if parts:
+            self._approximate(conn, parts[0], vectors)
 
     def _push_rows(
         self, conn: Any, lconn: sqlite3.Connection, kind: int, paths: list[str]
