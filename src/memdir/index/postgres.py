@@ -361,23 +361,32 @@ class PgIndex:
             CROSS JOIN st
             GROUP BY t.path),
         best AS (SELECT path, score FROM scored ORDER BY score DESC, path LIMIT %s)
+        """
+        # The filters are checked on the best rows first, not on every row a term is in
+        # (a common word's rows are most of the store): each comes back with whether it
+        # passes. When enough pass, or these were all the rows, they are the answer (every
+        # row left out scores lower); otherwise the filters are checked on every row.
+        first = f"""{sql}
+        SELECT s.path, s.score, coalesce(true{condition}, false) FROM best s
+        LEFT JOIN memdir_docs d ON d.store = %s AND d.path = s.path
+        ORDER BY s.score DESC, s.path
+        """
+        every = f"""{sql}
         SELECT s.path, s.score FROM best s
         JOIN memdir_docs d ON d.store = %s AND d.path = s.path
         WHERE true{condition}
         ORDER BY s.score DESC, s.path LIMIT %s OFFSET %s
         """
         args = [terms, self.store, kind, self.store, kind, terms, self.store, kind, *weights]
-        # The filters are checked on the best rows first, not on every row a term is in
-        # (a common word's rows are most of the store): when enough of them pass, they
-        # are the answer, since every row left out scores lower. Otherwise every row.
         wanted = limit + offset
+        cap = max(4 * wanted, BM25_CANDIDATES)
         with self._session() as conn:
-            for best in (max(4 * wanted, BM25_CANDIDATES), None):
-                rows = conn.execute(sql, [*args, best, self.store, *params, limit, offset])
-                found = rows.fetchall()
-                if len(found) >= limit:
-                    break
-        return [(str(p), float(s)) for p, s in found]
+            rows = conn.execute(first, [*args, cap, *params, self.store]).fetchall()
+            passed = [(p, s) for p, s, ok in rows if ok]
+            if len(passed) < wanted and len(rows) >= cap:
+                found = conn.execute(every, [*args, None, self.store, *params, limit, offset])
+                return [(str(p), float(s)) for p, s in found.fetchall()]
+        return [(str(p), float(s)) for p, s in passed[offset:wanted]]
 
     def nearest(
         self, qvec: Any, flt: Filters, limit: int
@@ -394,10 +403,12 @@ class PgIndex:
         condition, params = filter_sql(flt)
         qtext = _vector_text(qvec)
         with self._session() as conn:
-            row = conn.execute(
-                "SELECT dim FROM memdir_ann WHERE store = %s", (self.store,)
-            ).fetchone()
-            if self.approximate_from > 0 and row is not None and int(row[0]) == len(qvec):
+            row = None
+            if self.approximate_from > 0:
+                row = conn.execute(
+                    "SELECT dim FROM memdir_ann WHERE store = %s", (self.store,)
+                ).fetchone()
+            if row is not None and int(row[0]) == len(qvec):
                 wanted = max(self.approximate_candidates, 4 * limit)
                 while True:
                     found = self._approximate(conn, qtext, int(row[0]), condition, params,
