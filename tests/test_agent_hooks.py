@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,16 @@ import pytest
 
 from agentlog import ClaudeSession, CodexSession
 from memdir.agents import hooks, spool
+from memdir.agents.imports import import_transcripts
 from memdir.agents.locate import PROJECT_STORE, locate, user_store
-from memdir.agents.record import turn_id
+from memdir.agents.record import OVER, record_transcript, turn_id
 from memdir.agents.spool import session_dir
-from memdir.agents.transcripts import parse
+from memdir.agents.transcripts import Transcript, parse
+from memdir.doc.ids import id_time_ms
 from memdir.doc.tokencount import counter
+from memdir.doc.turnrecord import turn_path
 from memdir.files.store import Store
+from memdir.records import replace
 from memdir.service import Memory
 
 
@@ -370,6 +375,117 @@ def test_a_transcript_that_never_appears_is_waited_for_once(
     with Memory.open(store_root) as mem:
         inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
     assert inputs == ["prompt 0", "prompt 1"]
+
+
+def test_a_turn_from_the_spool_is_dated_when_it_was_asked(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """It used to be dated 1970-01-01 (time 0): the first of every list of recent turns."""
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("what changed?")
+    before = int(time.time() * 1000)
+    assert hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    after = int(time.time() * 1000)
+    session.answer = "Nothing."
+    assert hook(env, "claude-code", "Stop", session.payload("Stop", transcript_path="")) == ""
+    (path,) = turn_files(store_root)
+    assert before <= id_time_ms(path.stem) <= after
+    assert path.parent == store_root / turn_path(path.stem).rsplit("/", 1)[0]
+    assert path.parts[-4] != "1970"
+
+
+def _spool_then_transcript(
+    session: ClaudeSession, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first turn recorded from the spool (its transcript was not on disk at Stop), then
+    the transcript there for the second turn's Stop."""
+    monkeypatch.setattr(hooks, "TRANSCRIPT_WAIT_SECONDS", 0.0)
+    session.clock = datetime.now(UTC)  # the spool dates a prompt by the real clock
+    session.prompt("first prompt")
+    session.reply("first answer")
+    written = session.path.read_bytes()
+    session.path.unlink()
+    assert hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    session.path.write_bytes(written)
+
+
+def test_a_turn_recorded_from_the_spool_is_not_recorded_again_from_the_transcript(
+    store_root: Path,
+    home: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session = ClaudeSession(home, tmp_path / "proj")
+    _spool_then_transcript(session, env, monkeypatch)
+    (spooled,) = turn_files(store_root)
+    session.prompt("second prompt")
+    assert hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    session.reply("second answer")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    with Memory.open(store_root) as mem:
+        records = sorted((mem.turn_show(p.stem) for p in turn_files(store_root)), key=str)
+        inputs = sorted(r.input for r in records)
+        second = next(r for r in records if r.input == "second prompt")
+        assert inputs == ["first prompt", "second prompt"]
+        # The next turn follows the spooled one in the DAG.
+        assert second.parents == (spooled.stem,)
+        # And an import of the whole transcript afterwards finds both.
+        summary = import_transcripts(mem, "claude-code", [session.path])
+    assert (summary.turns_added, summary.turns_present) == (0, 2)
+    assert len(turn_files(store_root)) == 2
+
+
+def test_a_turn_recorded_from_the_transcript_is_not_recorded_again_from_the_spool(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A SubagentStop records the turns before the one in progress and leaves the spool;
+    a Stop that then finds no transcript records the spooled prompts (the first has a tool
+    call spooled, so it is a turn there too): not the first again."""
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.clock = datetime.now(UTC)
+    session.prompt("first")
+    assert hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    session.tool("Bash", {"command": "ls"}, "a.txt")
+    post = session.payload(
+        "PostToolUse", tool_name="Bash", tool_input={"command": "ls"}, tool_response="a.txt"
+    )
+    hook(env, "claude-code", "PostToolUse", post)
+    session.reply("done first")
+    session.prompt("second, with a subagent")
+    assert hook(env, "claude-code", "UserPromptSubmit", session.payload("UserPromptSubmit"))
+    session.tool("Task", {"description": "look around", "prompt": "list files"}, "a.txt")
+    payload = session.payload("SubagentStop", stop_hook_active=False, agent_id="a1")
+    assert hook(env, "claude-code", "SubagentStop", payload) == ""
+    assert len(turn_files(store_root)) == 1
+    session.answer = "done second"
+    assert hook(env, "claude-code", "Stop", session.payload("Stop", transcript_path="")) == ""
+    with Memory.open(store_root) as mem:
+        inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
+    assert inputs == ["first", "second, with a subagent"]
+
+
+def test_a_turn_recorded_under_its_key_of_before_is_found(
+    store_root: Path, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Before turns were keyed on their prompt id, a Claude Code turn was keyed on its
+    record's uuid: a store holding such a turn must not get it a second time."""
+    session = ClaudeSession(home, tmp_path / "proj")
+    session.prompt("an old turn")
+    session.reply("recorded by an earlier memdir")
+    (turn,) = parse(session.path.read_bytes(), "claude-code").turns
+    assert turn.key.startswith("prompt:") and turn.legacy_key
+    old = Transcript("claude-code", session.session, [replace(turn, key=turn.legacy_key)])
+    with Memory.open(store_root) as mem:
+        (before,) = record_transcript(mem, old, last=OVER).added
+    session.prompt("a new turn")
+    session.reply("recorded now")
+    assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
+    with Memory.open(store_root) as mem:
+        records = [mem.turn_show(p.stem) for p in turn_files(store_root)]
+    assert sorted(r.input for r in records) == ["a new turn", "an old turn"]
+    assert next(r for r in records if r.input == "a new turn").parents == (before,)
 
 
 def test_a_log_record_of_a_hook_process_goes_to_hooks_log(

@@ -276,7 +276,8 @@ def handle(
         spool.append(store, agent, session, payload)
         return ""
     if event == "UserPromptSubmit":
-        spool.append(store, agent, session, payload)
+        # The time it was asked: a turn recorded from the spool is dated by it.
+        spool.append(store, agent, session, {**payload, spool.ASKED_MS: _now_ms()})
     from ..index import WALKED
     from ..service import Memory
 
@@ -426,9 +427,10 @@ def _record(
 
 # How long a recording hook waits for a transcript the event names but that is not on disk
 # yet: under load Claude Code has called Stop for a new session's first prompt before the
-# file appeared. Recorded from the spool instead, the turn would get another id than the
-# transcript's (its key is the prompt's uuid there), and a later read would record it again.
-# A session whose transcript never appears (not kept on disk) waits once, at its first Stop.
+# file appeared. Recorded from the spool instead, the turn would have the spool's time and
+# a poorer work log (a later read of the transcript finds it by its prompt id and does not
+# record it again, see memdir.agents.record). A session whose transcript never appears (not
+# kept on disk) waits once, at its first Stop.
 TRANSCRIPT_WAIT_SECONDS = 3.0
 
 
@@ -477,20 +479,36 @@ def _resume(state: dict[str, Any], path: object) -> tuple[int, int, str | None]:
 
 
 def from_spool(events: list[dict[str, Any]], agent: str, session: str) -> Transcript:
-    """Turns from the spool: each spooled prompt, then the tool calls spooled after it."""
-    from .transcripts import Transcript, Turn
+    """Turns from the spool: each spooled prompt, then the tool calls spooled after it.
+
+    A turn is keyed on its prompt id as a transcript's turn is (``prompt:<id>``), so either
+    reader finds the other's record, and dated by when the hook spooled the prompt (a line
+    spooled without that time: now)."""
+    from .transcripts import Transcript, Turn, prompt_key
 
     turns: list[Turn] = []
     for event in events:
         name = event.get("hook_event_name")
         if name == "UserPromptSubmit" and isinstance(event.get("prompt"), str):
-            key = event.get("prompt_id") or event.get("turn_id") or f"#{len(turns) + 1}"
-            turns.append(Turn(f"spool:{key}", event["prompt"], 0))
+            asked = event.get(spool.ASKED_MS)
+            ms = asked if isinstance(asked, int) and asked > 0 else _now_ms()
+            pid = event.get("prompt_id")
+            if isinstance(pid, str) and pid:
+                key = prompt_key(pid)
+            else:
+                key = f"spool:{event.get('turn_id') or f'#{len(turns) + 1}'}"
+            turns.append(Turn(key, event["prompt"], ms))
         elif name == "PostToolUse" and turns:
             line = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
             turns[-1].worklog.append(line.encode("utf-8") + b"\n")
             turns[-1].tool_calls += 1
     return Transcript(agent, session, turns)
+
+
+def _now_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
 
 
 def _log(

@@ -3,7 +3,11 @@
 A turn's id is derived from what names it in the transcript (:func:`turn_id`: the time of its
 prompt, then a hash of the agent, the session and the turn's key), so whoever records it, a
 Stop hook that fires twice, two hooks at once, an import after the hooks, names the same
-file; a turn whose record exists is not written again. Its fields:
+file; a turn whose record exists is not written again. A turn keyed on its prompt id is
+also found when the other reader recorded it (the spool dates a prompt by when its hook ran,
+the transcript by its record: the ids differ in their time, not in their hash), and one
+recorded under its key of before (:attr:`Turn.legacy_key`) too (:func:`recorded_as`). Its
+fields:
 
 - thread: the session id; channel: the agent (``claude-code``, ``codex``); user: the user;
 - input, output, the work log: :class:`memdir.agents.transcripts.Turn`;
@@ -15,14 +19,16 @@ file; a turn whose record exists is not written again. Its fields:
 
 from __future__ import annotations
 
+import os
+import posixpath
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..doc.ids import derived_id
+from ..doc.ids import TIME_CHARS, derived_id
 from ..doc.turnrecord import MAX_PARENTS, parent_path, turn_path
 from ..errors import Conflict, MemdirError
 from ..records import field, recordclass
-from .transcripts import Transcript, Turn
+from .transcripts import PROMPT_KEY, Transcript, Turn
 
 if TYPE_CHECKING:
     from ..service import Memory
@@ -87,13 +93,15 @@ def record_transcript(
     count = len(transcript.turns)
     batch: list[PreparedTurn] = []
     ahead: set[str] = set()  # the ids of the batch
+    listed: dict[str, set[str]] = {}  # a day's folder of turns -> the ids it holds
     for at, turn in enumerate(transcript.turns):
         if progress is not None:
             progress()
         ident = turn_id(transcript.agent, transcript.session, turn)
-        if ident in ahead or mem.store.exists(turn_path(ident)):
-            out.existing.append(ident)
-            previous = ident
+        held = ident if ident in ahead else recorded_as(mem, transcript, turn, ident, listed)
+        if held is not None:
+            out.existing.append(held)
+            previous = held
             continue
         output = turn.output
         final = at == count - 1
@@ -134,6 +142,54 @@ def record_transcript(
     if out.left is None:
         out.previous = previous
     return out
+
+
+DAY_MS = 86_400_000
+NEAR_MIDNIGHT_MS = 3_600_000  # a prompt this near a day's end may be dated the next day
+
+
+def recorded_as(
+    mem: Memory,
+    transcript: Transcript,
+    turn: Turn,
+    ident: str,
+    listed: dict[str, set[str]] | None = None,
+) -> str | None:
+    """The id the store holds ``turn`` under, or None: ``ident`` itself; the id of its
+    ``legacy_key``; or, for a turn keyed on its prompt id, a turn of the same hash (agent,
+    session, prompt id) on the day of its time or, near midnight, the day beside it (the
+    spool and the transcript date one prompt a few seconds apart). ``listed`` caches the
+    day folders read."""
+    if mem.store.exists(turn_path(ident)):
+        return ident
+    if turn.legacy_key:
+        old = derived_id(
+            turn.started_ms, f"{transcript.agent}\n{transcript.session}\n{turn.legacy_key}"
+        )
+        if mem.store.exists(turn_path(old)):
+            return old
+    if not turn.key.startswith(PROMPT_KEY):
+        return None
+    listed = {} if listed is None else listed
+    tail = ident[TIME_CHARS:]
+    offsets = [0]
+    within = turn.started_ms % DAY_MS
+    if within < NEAR_MIDNIGHT_MS:
+        offsets.append(-DAY_MS)
+    elif within > DAY_MS - NEAR_MIDNIGHT_MS:
+        offsets.append(DAY_MS)
+    for offset in offsets:
+        folder = posixpath.dirname(turn_path(derived_id(turn.started_ms + offset, "")))
+        if folder not in listed:
+            try:
+                names = os.listdir(mem.store.root / folder)
+            except OSError:
+                names = []
+            listed[folder] = {n[: -len(".md")] for n in names if n.endswith(".md")}
+        for other in listed[folder]:
+            if other.endswith(tail) and len(other) == len(ident):
+                return other
+    return None
 
 
 def _write(mem: Memory, transcript: Transcript, batch: list[PreparedTurn], out: Outcome) -> None:

@@ -73,6 +73,10 @@ def session_lock(
         os.close(fd)
 
 
+# The key under which UserPromptSubmit spools the time it was called (ms since the epoch).
+ASKED_MS = "memdir_asked_ms"
+
+
 def append(root: Path, agent: str, session: str, event: dict[str, Any]) -> None:
     """Append one event to the session's spool (one ``write`` of one line)."""
     folder = session_dir(root, agent, session)

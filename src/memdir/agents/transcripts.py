@@ -9,8 +9,11 @@ A turn runs from one prompt of the user to the next. What it keeps of the transc
   ``function_call``, ``custom_tool_call``, ``local_shell_call`` and their outputs);
 - ``output``: the text of the last assistant message of the turn;
 - ``started_ms``: the prompt's timestamp;
-- ``key``: what names the turn in its session whatever reads it (a hook, an import, twice):
-  the prompt record's ``uuid`` for Claude Code, the prompt's position for Codex;
+- ``key``: what names the turn in its session whatever reads it (a hook, an import, twice,
+  the spool): for Claude Code the prompt's id (``prompt:<promptId>``, which the hooks' events
+  carry as ``prompt_id`` too; the record's ``uuid`` when it has none), for Codex the prompt's
+  position; ``legacy_key``: the key memdir gave the turn before (the record's ``uuid``), so a
+  turn recorded then is found;
 - ``reads``: the memdir documents and turns the agent read during the turn, through memdir's
   MCP tools (``read`` and ``turn_show``, whatever the server's prefix: ``mcp__memdir__read``,
   ``mcp__plugin_memdir_memdir__read``) or a ``memdir read`` / ``memdir turn show`` command.
@@ -51,6 +54,14 @@ _CODEX_CALLS = {"function_call", "custom_tool_call", "local_shell_call", "web_se
 _CODEX_RESULTS = {"function_call_output", "custom_tool_call_output"}
 
 
+PROMPT_KEY = "prompt:"
+
+
+def prompt_key(prompt_id: str) -> str:
+    """The key of the turn a prompt of this id began (Claude Code's ``promptId``)."""
+    return PROMPT_KEY + prompt_id
+
+
 @recordclass
 class Turn:
     """One prompt-to-answer turn of a transcript."""
@@ -63,6 +74,7 @@ class Turn:
     worklog: list[bytes] = field(default_factory=list)
     tool_calls: int = 0
     reads: list[str] = field(default_factory=list)
+    legacy_key: str = ""  # the key an earlier memdir gave this turn (see the module's text)
 
     def read_turns(self) -> list[str]:
         """The turn ids among ``reads`` (a turn id, or the path of a turn record)."""
@@ -284,9 +296,14 @@ class _Claude:
             return
         if not text.strip() or text.lstrip().startswith(_NOT_A_PROMPT):
             return
-        key = record.get("uuid") if isinstance(record.get("uuid"), str) else None
+        uuid = record.get("uuid") if isinstance(record.get("uuid"), str) else None
+        pid = record.get("promptId")
+        key = prompt_key(pid) if isinstance(pid, str) and pid else uuid
         ordinal = self.prompts + len(self.turns) + 1
-        self.turns.append(Turn(key or f"#{ordinal}", text, self.last_ms, self.at))
+        turn = Turn(key or f"#{ordinal}", text, self.last_ms, self.at)
+        if key != uuid and uuid:
+            turn.legacy_key = uuid
+        self.turns.append(turn)
         self.answer_id = None
 
     def _assistant(self, raw: bytes, message: Any, blocks: list[Any]) -> None:

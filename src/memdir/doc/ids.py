@@ -47,6 +47,9 @@ def id_time_ms(ident: str) -> int:
     return value
 
 
+TIME_CHARS = 10  # an id's first characters, its time; the rest is random or a hash
+
+
 def derived_id(ms: int, key: str) -> str:
     """The id for the thing named ``key`` at ``ms``: the same inputs always give the same id.
 
@@ -57,7 +60,7 @@ def derived_id(ms: int, key: str) -> str:
     import hashlib
 
     digest = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:10], "big")
-    return _encode(max(ms, 0) & ((1 << 48) - 1), 10) + _encode(digest, 16)
+    return _encode(max(ms, 0) & ((1 << 48) - 1), TIME_CHARS) + _encode(digest, 16)
 
 
 def random_tag(length: int = 4) -> str:
