@@ -195,6 +195,58 @@ def test_plan_apply_round_trip_and_refusal(eng: Memory) -> None:
     assert result["refine"]["drift"] == 0
 
 
+def test_an_agents_packet_quarantines_a_source_no_bundle_is_for(eng: Memory) -> None:
+    """The router files an off-topic note it should not (here one that names the bundle's
+    words); the calling agent, reading the packet, says so instead of writing an article."""
+    party = "# A party\n\nA flour fight at Mia's party, yeast of fun, the kitchen a mess.\n"
+    eng.ingest([("bread.md", BREAD), ("party.md", PARTY := party)])
+    packet = eng.consolidate(plan=True)
+    assert '"quarantine"' in packet["contract"]["return"] and packet["contract"]["quarantine"]
+    by_name = {i["source"]["path"].rsplit("-", 1)[-1]: i for i in packet["items"]}
+    assert set(by_name) == {"bread.md", "party.md"}  # the router filed both
+    bread, party_item = by_name["bread.md"], by_name["party.md"]
+    article = bread["example_article"].replace("<RFC 3339 time>", "2026-01-01T00:00:00Z")
+    filed = {"source": bread["source"]["path"], "bundle": "kitchen", "article": article}
+    held = {"source": party_item["source"]["path"], "reason": "  a child's party,\n not baking "}
+    refusals = [
+        ({"articles": [filed], "quarantine": [{**held, "source": "inbox/none.md"}]}, "unseen"),
+        ({"articles": [filed], "quarantine": [{**held, "source": filed["source"]}]}, "has an"),
+        ({"articles": [filed], "quarantine": [held, held]}, "named earlier"),
+        ({"articles": [filed], "quarantine": [{**held, "reason": " "}]}, "must say why"),
+        ({"articles": [filed], "quarantine": [{**held, "reason": "x" * 501}]}, "at most 500"),
+        ({"articles": [filed], "quarantine": [{**held, "reason": "a\x00b"}]}, "no file can"),
+        ({"articles": [filed], "quarantine": "party"}, "JSON object"),
+    ]
+    for packet_back, reason in refusals:
+        with pytest.raises(InvalidInput, match=reason):
+            eng.consolidate(apply=packet_back)
+    # Refused whole: the good article was not filed either, nothing left the inbox.
+    assert not list((eng.root / "wiki").rglob("sourdough*.md"))
+    assert len(list((eng.root / "inbox").glob("*.md"))) == 2
+
+    result = eng.consolidate(apply={"articles": [filed], "quarantine": [held]})
+    [moved] = result["quarantined"]
+    assert moved["source"] == held["source"] and moved["reason"] == "a child's party, not baking"
+    assert not (eng.root / held["source"]).exists()
+    assert [p.name for p in (eng.root / "inbox").glob("*.md")] == [filed["source"][6:]]
+    fm = frontmatter.parse((eng.root / moved["to"]).read_text()).fm
+    assert fm["quarantine_reason"] == "a child's party, not baking"
+    assert fm["quarantined_by"] == "agent" and fm["route_scores"] == {}
+    [entry] = eng.quarantine_list()
+    assert entry["path"] == moved["to"] and entry["quarantined_by"] == "agent"
+    # A person who disagrees releases it, and the mark goes with the other stamps.
+    released = eng.quarantine_release(moved["to"], bundle="kitchen")
+    assert "quarantined_by" not in frontmatter.parse((eng.root / released["path"]).read_text()).fm
+    # A packet may only quarantine.
+    eng.ingest([("party2.md", PARTY)])
+    [again] = [i for i in eng.consolidate(plan=True)["items"] if "party2" in i["source"]["path"]]
+    only = eng.consolidate(
+        apply={"quarantine": [{"source": again["source"]["path"], "reason": "r"}]}
+    )
+    assert [q["source"] for q in only["quarantined"]] == [again["source"]["path"]]
+    assert only["articles"] == []
+
+
 def test_query_tiers_and_nothing_found(eng: Memory) -> None:
     eng.ingest([("bread.md", BREAD), ("compost.md", COMPOST)])
     eng.consolidate()

@@ -380,7 +380,9 @@ def quarantine_list_cmd(ctx: click.Context, as_json: bool, root: str | None) -> 
         click.echo("quarantine/ is empty")
     for entry in found:
         scores = ", ".join(f"{b} {s:.2f}" for b, s in sorted(entry["scores"].items()))
-        click.echo(f"{entry['path']}: {entry['reason']}" + (f" [{scores}]" if scores else ""))
+        by = f" (by {entry['quarantined_by']})" if entry.get("quarantined_by") else ""
+        line = f"{entry['path']}: {entry['reason']}{by}"
+        click.echo(line + (f" [{scores}]" if scores else ""))
 
 
 @quarantine_group.command("release")

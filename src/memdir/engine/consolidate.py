@@ -10,6 +10,7 @@ from typing import Any
 
 from ..doc import frontmatter
 from ..doc.ids import new_id
+from ..doc.text import bad_char
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..kiwi import report as coverage
 from ..records import field, recordclass, replace
@@ -100,7 +101,11 @@ def target_path(root: Path, request: WriteRequest, title: str, taken: set[str]) 
         n += 1
 
 
-def quarantine(batch: Batch, src: Source, reason: str, scores: Mapping[str, float]) -> str:
+def quarantine(
+    batch: Batch, src: Source, reason: str, scores: Mapping[str, float], *, by: str = ""
+) -> str:
+    """Move ``src`` to ``quarantine/`` with the reason, the time and the routing scores;
+    ``by`` names who decided it when that was not the router (an agent's apply packet)."""
     text = (batch.store.root / src.path).read_text(encoding="utf-8", errors="replace")
     stamp = rfc3339(now_utc())
 
@@ -108,6 +113,8 @@ def quarantine(batch: Batch, src: Source, reason: str, scores: Mapping[str, floa
         fm["quarantine_reason"] = reason
         fm["quarantined_at"] = stamp
         fm["route_scores"] = {k: round(v, 3) for k, v in scores.items()}
+        if by:
+            fm["quarantined_by"] = by
 
     new = (
         frontmatter.edit(text, mutate)
@@ -341,12 +348,28 @@ def plan(
             "status_values": list(harness.status_values),
             "citation": "end each claim with [^<sources[].id>] and define [^id]: <resource>",
             "return": '{"articles": [{"source": <source.path>, "bundle": str, "topic": str, '
-            '"article": <markdown document>}]}',
+            '"article": <markdown document>}], "quarantine": [{"source": <source.path>, '
+            '"reason": str}]}',
+            "quarantine": "a source no bundle is for: its path and why, instead of an article "
+            "(it is moved to quarantine/ and can be released later); a source the packet names "
+            "in neither list stays in the inbox",
         },
         "items": items,
         "quarantine": quarantined,
         "skipped": skipped,
     }
+
+
+MAX_REASON_CHARS = 500  # an agent's quarantine reason: one line of at most this many
+
+
+@recordclass
+class Applied:
+    """An apply packet once checked: the articles to write (path, request, text) and the
+    sources to quarantine (source, reason)."""
+
+    articles: list[tuple[str, WriteRequest, str]] = field(default_factory=list)
+    quarantine: list[tuple[Source, str]] = field(default_factory=list)
 
 
 def validate_apply(
@@ -356,22 +379,28 @@ def validate_apply(
     data: Any,
     *,
     check_file: Callable[[str, str], object] | None = None,
-) -> list[tuple[str, WriteRequest, str]]:
-    """Check every returned article; InvalidInput lists every reason (nothing is filed).
+) -> Applied:
+    """Check every returned article and quarantine; InvalidInput lists every reason
+    (nothing is filed, nothing moved).
 
     ``check_file(path, text)`` (Store.check_document) raises for an article no write would
     accept (a lone surrogate, a NUL byte, over the size limit): refused here with the rest,
     not discovered while the articles are being written.
     """
-    if not isinstance(data, Mapping) or not isinstance(data.get("articles"), list):
-        raise InvalidInput('an apply packet must be a JSON object {"articles": [...]}')
+    shape = 'an apply packet must be a JSON object {"articles": [...], "quarantine": [...]}'
+    if not isinstance(data, Mapping):
+        raise InvalidInput(shape)
+    listed = data.get("articles", [] if "quarantine" in data else None)
+    held = data.get("quarantine", [])
+    if not isinstance(listed, list) or not isinstance(held, list):
+        raise InvalidInput(shape)
     pending = {s.path: s for s in unseen_sources(root)}
     cache: dict[str, list[wiki.Article]] = {}
     problems: list[str] = []
     accepted: list[tuple[str, WriteRequest, str]] = []
     taken: set[str] = set()
     filed: set[str] = set()  # sources: one article each
-    for n, item in enumerate(data["articles"], start=1):
+    for n, item in enumerate(listed, start=1):
         where = f"articles[{n}]"
         if not isinstance(item, Mapping):
             problems.append(f"{where}: not an object")
@@ -421,9 +450,54 @@ def validate_apply(
                 continue
         taken.add(rel)
         accepted.append((rel, request, text))
+    held_back = _held(held, pending, filed, problems)
     if problems:
         raise InvalidInput("refused, nothing filed:\n  " + "\n  ".join(problems))
-    return accepted
+    return Applied(accepted, held_back)
+
+
+def _held(
+    items: list[Any], pending: Mapping[str, Source], filed: set[str], problems: list[str]
+) -> list[tuple[Source, str]]:
+    """The packet's quarantine list checked: each an unseen readable source the packet files
+    no article for, named once, with a reason (its whitespace made one line)."""
+    out: list[tuple[Source, str]] = []
+    named: set[str] = set()
+    for n, item in enumerate(items, start=1):
+        where = f"quarantine[{n}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: not an object")
+            continue
+        src = pending.get(str(item.get("source", "")))
+        reason = item.get("reason")
+        if src is None:
+            problems.append(f"{where}: source {item.get('source')!r} is not an unseen inbox source")
+            continue
+        if src.unreadable:
+            problems.append(f"{where}: {src.unreadable}")
+            continue
+        if src.path in filed:
+            problems.append(f"{where}: source {src.path!r} has an article in the packet")
+            continue
+        if src.path in named:
+            problems.append(f"{where}: source {src.path!r} is named earlier in the list")
+            continue
+        named.add(src.path)
+        line = " ".join(reason.split()) if isinstance(reason, str) else ""
+        if not line:
+            problems.append(f"{where} ({src.path}): 'reason' must say why, in words")
+            continue
+        if len(line) > MAX_REASON_CHARS:
+            problems.append(
+                f"{where} ({src.path}): 'reason' is {len(line)} characters, "
+                f"at most {MAX_REASON_CHARS}"
+            )
+            continue
+        if bad_char(line):
+            problems.append(f"{where} ({src.path}): 'reason' holds a character no file can hold")
+            continue
+        out.append((src, line))
+    return out
 
 
 def _with_merge(text: str, src: Source) -> str:

@@ -1,7 +1,8 @@
 """The quarantine queue: the sources consolidate could not file, and releasing one.
 
 A source that fits no bundle goes to ``quarantine/`` with ``quarantine_reason``,
-``quarantined_at`` and ``route_scores`` in its frontmatter (:func:`memdir.engine.consolidate.
+``quarantined_at`` and ``route_scores`` in its frontmatter, and ``quarantined_by`` when an
+agent's apply packet, not the router, decided it (:func:`memdir.engine.consolidate.
 quarantine`). :func:`entries` lists them; :func:`release` moves one back to ``inbox/`` with
 the bundle (and topic) a person chose written into it, so the next consolidate files it
 there: a bundle named by the source wins over routing.
@@ -21,7 +22,7 @@ from .consolidate import free_path
 from .files import Batch, markdown_under
 
 QUARANTINE = "quarantine"
-_STAMPS = ("quarantine_reason", "quarantined_at", "route_scores")
+_STAMPS = ("quarantine_reason", "quarantined_at", "route_scores", "quarantined_by")
 
 
 @recordclass(frozen=True)
@@ -33,6 +34,7 @@ class Entry:
     reason: str
     quarantined_at: str
     scores: dict[str, float]
+    by: str = ""  # the agent that quarantined it; empty: the router
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +43,7 @@ class Entry:
             "reason": self.reason,
             "quarantined_at": self.quarantined_at,
             "scores": self.scores,
+            **({"quarantined_by": self.by} if self.by else {}),
         }
 
 
@@ -62,6 +65,7 @@ def entries(root: Path) -> list[Entry]:
                     for k, v in (scores.items() if isinstance(scores, dict) else [])
                     if isinstance(v, int | float) and not isinstance(v, bool)
                 },
+                by=str(fm.get("quarantined_by") or ""),
             )
         )
     return sorted(out, key=lambda e: (e.quarantined_at, e.path))

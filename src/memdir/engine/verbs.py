@@ -321,12 +321,12 @@ class KnowledgeEngine:
             packet = consolidating.plan(root, prog, h, recall=recall, router=rt)
             return {**packet, "threads": turnfacts.plan_items(root, turn_rels)}
         who = (actor or "").strip() or ACTOR
-        accepted: list[tuple[str, writing.WriteRequest, str]] = []
+        applied = consolidating.Applied()
         pages: dict[str, str] = {}
         if apply is not None:
             # Checked before the run starts: a refused packet is not a failed run.
             data = consolidating.load_apply_file(apply) if isinstance(apply, str) else apply
-            accepted = consolidating.validate_apply(
+            applied = consolidating.validate_apply(
                 root, prog, h, data, check_file=self.store.check_document
             )
             pages = turnfacts.agent_pages(root, data, turn_rels)
@@ -337,10 +337,14 @@ class KnowledgeEngine:
         with batch.all_or_nothing("consolidate"):
             if apply is not None:
                 outcome = consolidating.Outcome()
-                for rel, request, text in accepted:
+                for rel, request, text in applied.articles:
                     batch.write(rel, text)
                     outcome.articles.append(rel)
                     outcome.bundles.add(request.bundle)
+                by = (actor or "").strip() or "agent"  # who decided, not the router
+                for src, reason in applied.quarantine:
+                    to = consolidating.quarantine(batch, src, reason, {}, by=by)
+                    outcome.quarantined.append({"source": src.path, "to": to, "reason": reason})
                 writer_name = "agent"
                 writer: writing.Writer = writing.ExtractiveWriter()
             else:

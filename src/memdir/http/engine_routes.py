@@ -36,7 +36,9 @@ class ConsolidateBody(StrictBody):
     apply: dict[str, Any] | None = Field(
         default=None,
         description='What the plan\'s contract.return asks for: {"articles": [{"source", '
-        '"bundle", "topic", "article"}]}. Omit it to let memdir write the articles.',
+        '"bundle", "topic", "article"}], "quarantine": [{"source", "reason"}]}: an article per '
+        "source filed, or the reason a source belongs to no bundle. Omit it to let memdir "
+        "write the articles.",
     )
     limit: int | None = Field(default=None, ge=1, le=100_000)
     turns: bool | None = Field(

@@ -72,8 +72,9 @@ def register(tool: Callable[..., Callable[[Callable[..., Any]], Any]], t: Toolin
             dict[str, Any] | None,
             Field(
                 description='What the plan\'s contract.return asks for: {"articles": [{"source", '
-                '"bundle", "topic", "article"}]}, one article per source. Omit it to let memdir '
-                "write the articles itself."
+                '"bundle", "topic", "article"}], "quarantine": [{"source", "reason"}]}: one '
+                "article per source filed, or the reason a source belongs to no bundle (it is "
+                "moved to quarantine/). Omit it to let memdir write the articles itself."
             ),
         ] = None,
         limit: Annotated[
