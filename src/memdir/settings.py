@@ -110,6 +110,7 @@ class EngineSettings:
     distill_age_days: int = 14
     quarantine_threshold: float = 0.05
     writer: str = "extractive"
+    judge: str = "none"  # a route judge that reads each source ("openai": the [llm] endpoint)
     consolidate_turns: bool = False  # fold unmerged turns into thread pages on every run
     # Routing by meaning and its calibration (docs/engine.md, "Routing").
     router: str = "meaning"

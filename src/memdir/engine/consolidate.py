@@ -14,9 +14,11 @@ from ..doc.text import bad_char
 from ..errors import InvalidInput, MemdirError, ProviderError
 from ..kiwi import report as coverage
 from ..records import field, recordclass, replace
+from . import judge as judging
 from . import routing, updates, wiki
 from .files import Batch
 from .harness import Harness
+from .judge import Judge, Review
 from .placing import (
     Router,
     Source,
@@ -53,6 +55,7 @@ class Outcome:
     placements: list[dict[str, Any]] = field(default_factory=list)
     router: str = "lexical"  # what routed this run: "meaning" or "lexical"
     router_note: str = ""  # why the lexical router was used ("" with meaning)
+    judged: Review | None = None  # what the route judge did, when there was one
 
 
 Recall = Callable[[str], tuple[str, ...]]
@@ -167,8 +170,10 @@ def run(
     limit: int | None = None,
     recall: Recall | None = None,
     router: Router | None = None,
+    judge: Judge | None = None,
 ) -> Outcome:
-    """Consolidate every unseen inbox source (the files are written through ``batch``)."""
+    """Consolidate every unseen inbox source (the files are written through ``batch``);
+    with ``judge``, its verdicts place the sources the router placed (:mod:`.judge`)."""
     out = Outcome()
     out.router = router.method if router is not None else "lexical"
     out.router_note = (
@@ -184,6 +189,10 @@ def run(
         raise InvalidInput(f"limit must be at least 1, got {limit}")
     sources = sources[:limit]
     routes = route_sources(root, program, sources, router)
+    if judge is not None:
+        texts = {s.path: (s.doc().title, s.body) for s in sources if not s.unreadable}
+        routes, out.judged = judging.review(routes, texts, program.bundles, judge)
+        out.notes += out.judged.notes
     written: dict[str, str] = {}  # article path -> the text this run wrote
     for src in sources:
         if src.unreadable:
@@ -193,7 +202,9 @@ def run(
         record = placement(src, route)
         out.placements.append(record)
         if route.quarantined:
-            rel = quarantine(batch, src, route.reason, route.scores)
+            said = route.details.get("judge")
+            by = f"judge {said['by']}" if isinstance(said, dict) else ""
+            rel = quarantine(batch, src, route.reason, route.scores, by=by)
             out.quarantined.append({"source": src.path, "to": rel, "reason": route.reason})
             record["quarantined"] = rel
             continue

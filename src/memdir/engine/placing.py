@@ -284,7 +284,7 @@ def placement(src: Source, route: routing.Route) -> dict[str, Any]:
     out: dict[str, Any] = {"source": src.path, "router": route.method}
     out["bundles"] = list(route.bundles)
     out["scores"] = dict(route.scores)
-    for key in ("meaning", "lexical", "background"):
+    for key in ("meaning", "lexical", "background", "judge"):
         if key in route.details:
             out[key] = route.details[key]
     if route.reason:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         turnfacts,
         wiki,
     )
+    from . import judge as judging
     from . import quarantine as quarantining
     from . import query as querying
     from . import refine as refining
@@ -48,6 +49,7 @@ else:  # loaded when a verb first needs them (memdir.lazy)
     harness = lazy.module("memdir.engine.harness")
     program = lazy.module("memdir.engine.program")
     consolidating = lazy.module("memdir.engine.consolidate")
+    judging = lazy.module("memdir.engine.judge")
     evaluating = lazy.module("memdir.engine.evaluate")
     querying = lazy.module("memdir.engine.query")
     quarantining = lazy.module("memdir.engine.quarantine")
@@ -331,6 +333,7 @@ class KnowledgeEngine:
             )
             pages = turnfacts.agent_pages(root, data, turn_rels)
             fold_turns = fold_turns or bool(pages)
+        judge = None
         batch = files.Batch(self.store, self.index)
         # All or nothing: if any step fails (an article no write accepts, a provider that
         # raises, a full disk), every file is put back and the inbox stays as it was.
@@ -350,8 +353,18 @@ class KnowledgeEngine:
             else:
                 writer = plugins.build("writer", self.settings.engine.writer, self.settings)
                 writer_name = writer.name
+                judge = judging.for_settings(self.settings)
                 outcome = consolidating.run(
-                    batch, root, prog, h, writer, actor=who, limit=limit, recall=recall, router=rt
+                    batch,
+                    root,
+                    prog,
+                    h,
+                    writer,
+                    actor=who,
+                    limit=limit,
+                    recall=recall,
+                    router=rt,
+                    judge=judge,
                 )
             outcome.lessons_recalled = len(lessons)
             folded = threads.Folded()
@@ -372,6 +385,7 @@ class KnowledgeEngine:
                 "writer": writer_name,
                 "router": outcome.router if apply is None else "agent",
                 "fallbacks": sum(1 for n in outcome.notes if "fallback" in n or "refused" in n),
+                **(outcome.judged.run_notes() if outcome.judged is not None else {}),
                 "turns_folded": folded.turns,
                 "thread_pages": len(folded.pages),
                 **harness.yardstick(root),

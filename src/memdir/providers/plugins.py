@@ -1,7 +1,7 @@
 """The plugin mechanism (pluggy).
 
-Providers of embedders, rerankers, compactors and article writers register through the
-``register_*`` hooks. Built-in providers are default plugins; tests register
+Providers of embedders, rerankers, compactors, article writers and route judges register
+through the ``register_*`` hooks. Built-in providers are default plugins; tests register
 fakes through the same manager, so there is no test-only branch in the code.
 """
 
@@ -37,6 +37,10 @@ class Specs:
     def register_writers(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
         """Register article writer factories."""
 
+    @hookspec
+    def register_judges(self, register: Callable[[str, Callable[..., Any]], None]) -> None:
+        """Register route judge factories (see :mod:`memdir.engine.judge`)."""
+
 
 #: Modules of the built-in providers, imported when the manager is first made: named here
 #: as strings, so this package imports none of them (they import it to register).
@@ -46,6 +50,7 @@ _DEFAULT_PLUGIN_MODULES: list[str] = [
     "memdir.retrieval.rerank",
     "memdir.turns.compaction",
     "memdir.engine.writer",
+    "memdir.engine.judge",
 ]
 _manager: pluggy.PluginManager | None = None
 
@@ -72,7 +77,8 @@ def manager() -> pluggy.PluginManager:
 
 
 def providers(hook: str) -> dict[str, Callable[..., Any]]:
-    """All factories registered for ``hook`` ("embedders", "rerankers", "compactors", "writers")."""
+    """All factories registered for ``hook`` ("embedders", "rerankers", "compactors", "writers",
+    "judges")."""
     found: dict[str, Callable[..., Any]] = {}
 
     def register(name: str, factory: Callable[..., Any]) -> None:
@@ -97,12 +103,13 @@ KINDS: dict[str, Kind] = {
     "reranker": Kind("rerankers", "rerank provider", "rerank.provider"),
     "compactor": Kind("compactors", "compactor", "turns.compactor"),
     "writer": Kind("writers", "writer", "engine.writer"),
+    "judge": Kind("judges", "route judge", "engine.judge"),
 }
 
 
 def factory(kind: str, name: str) -> Callable[..., Any]:
     """The factory registered as ``name`` for ``kind`` ("embedder", "reranker", "compactor",
-    "writer"): the one way memdir looks a provider up.
+    "writer", "judge"): the one way memdir looks a provider up.
 
     A name nothing registered is a :class:`~memdir.errors.ConfigError` naming it, the
     setting and what is registered; never a silent fallback to another provider.
