@@ -40,6 +40,7 @@ class FakeJudge:
     name = "fake"
     table: dict[str, Any] = {}
     seen: list[JudgeRequest] = []
+    noise = ""
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings
@@ -51,7 +52,7 @@ class FakeJudge:
             return Verdict(request.proposed, "as proposed")
         if isinstance(said, BaseException):
             raise said
-        return Verdict(tuple(said), f"said {said}")
+        return Verdict(tuple(said), f"said{FakeJudge.noise} {said}")
 
 
 class FakePlugin:
@@ -64,7 +65,7 @@ class FakePlugin:
 def judged(tmp_path: Path) -> Iterator[Memory]:
     plugin = FakePlugin()
     manager().register(plugin)
-    FakeJudge.table, FakeJudge.seen = {}, []
+    FakeJudge.table, FakeJudge.seen, FakeJudge.noise = {}, [], ""
     mem = Memory.open(
         Store.init(tmp_path / "store"),
         overrides={"engine": {"judge": "fake", "router": "lexical"}},
@@ -92,6 +93,7 @@ def test_the_judge_quarantines_what_the_router_filed_and_files_what_it_held(
     judged: Memory,
 ) -> None:
     FakeJudge.table = {"Mia's party": [], "Saturday": ["kitchen"]}
+    FakeJudge.noise = "\x00\ud800\n\t"  # a reason no file can hold, made one that can
     judged.ingest([("bread.md", BREAD), ("party.md", PARTY), ("plan.md", PLAN)])
     result = judged.consolidate()
     placed = by_name(result)

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from ..doc.text import bad_char
 from ..errors import ProviderError
 from ..providers.openai import OpenAIClient
 from ..providers.plugins import hookimpl
@@ -127,15 +128,13 @@ def review(
         said = {
             "by": judge.name,
             "bundles": list(chosen),
-            "reason": verdict.reason,
+            "reason": (why := _line(verdict.reason)),
             "router": list(route.bundles),
         }
         if not chosen:
-            reason = f"judge {judge.name}: no bundle is for it" + (
-                f" ({verdict.reason})" if verdict.reason else ""
-            )
+            reason = f"judge {judge.name}: no bundle is for it" + (f" ({why})" if why else "")
         else:  # a router's reason to quarantine does not hold for a source the judge files
-            reason = route.reason if route.bundles else f"judge {judge.name}: {verdict.reason}"
+            reason = route.reason if route.bundles else f"judge {judge.name}: {why}"
         out[path] = routing.Route(
             chosen,
             route.scores,
@@ -145,6 +144,14 @@ def review(
             {**route.details, "judge": said},
         )
     return out, done
+
+
+def _line(reason: object) -> str:
+    """A judge's reason as one line a file can hold: whitespace runs made one space,
+    control characters and lone surrogates left out, at most ``MAX_REASON_CHARS``."""
+    text = reason if isinstance(reason, str) else ""
+    kept = "".join(ch for ch in " ".join(text.split()) if not bad_char(ch))
+    return kept[:MAX_REASON_CHARS]
 
 
 def _ask(judge: Judge, request: JudgeRequest) -> Verdict:
@@ -221,9 +228,7 @@ class ModelJudge:
         listed = data.get("bundles") if isinstance(data, dict) else None
         if not isinstance(listed, list) or not all(isinstance(b, str) for b in listed):
             raise ProviderError('model judge reply has no "bundles" list of names')
-        reason = data.get("reason") if isinstance(data.get("reason"), str) else ""
-        line = " ".join(str(reason).split())[:MAX_REASON_CHARS]
-        return Verdict(tuple(b.strip() for b in listed if b.strip()), line)
+        return Verdict(tuple(b.strip() for b in listed if b.strip()), _line(data.get("reason")))
 
 
 @hookimpl
