@@ -146,6 +146,19 @@ def test_a_failing_judge_leaves_the_routers_placement_and_says_so(judged: Memory
     assert "judge_fallbacks=2" in runs_row(judged.root) and "judged=0" in runs_row(judged.root)
 
 
+def test_a_judge_that_keeps_failing_is_not_asked_for_the_rest_of_the_run(
+    judged: Memory,
+) -> None:
+    down = ProviderError("connection refused")
+    FakeJudge.table = {f"Note {n}": down for n in range(6)}
+    judged.ingest([(f"n{n}.md", f"# Note {n}\n\nFeed the starter flour.\n") for n in range(6)])
+    result = judged.consolidate()
+    assert len(FakeJudge.seen) == 3
+    assert [p["bundles"] for p in result["placements"]] == [["kitchen"]] * 6  # the router's
+    assert any("failed 3 times in a row" in n for n in result["notes"])
+    assert "judge_fallbacks=6" in runs_row(judged.root)
+
+
 def test_a_judge_that_breaks_stops_the_run_and_undoes_it(judged: Memory) -> None:
     FakeJudge.table = {"Hot compost": RuntimeError("bug in the plugin")}
     judged.ingest([("bread.md", BREAD), ("compost.md", COMPOST)])

@@ -9,7 +9,9 @@ shows it each source the router placed by itself, with every bundle's scope and 
 proposal, and files the source where the judge says: one bundle or two, or quarantine when it
 says none. A source that names its bundle (released from quarantine by a person) is not
 judged. A judge that fails, times out or answers with no bundle of PROGRAM.md and no clear
-"none" leaves the router's placement, and the run counts it as a fallback.
+"none" leaves the router's placement, and the run counts it as a fallback; after
+``GIVE_UP`` failures in a row the run stops asking (a service that is down would otherwise
+cost every source its timeout and retries).
 
 Each verdict is recorded in the source's placement (``consolidate --json``: ``judge`` with
 the judge's name, its bundles and reason, and the router's bundles), in the quarantine
@@ -35,6 +37,7 @@ NONE = "none"  # the setting that asks for no judge
 MODEL = "openai"
 MAX_REASON_CHARS = 300
 MAX_TEXT_CHARS = 6000  # of a source shown to the judge
+GIVE_UP = 3  # failures in a row after which a run stops asking the judge
 
 
 @recordclass(frozen=True)
@@ -106,8 +109,12 @@ def review(
     done = Review(judge.name)
     names = tuple((b.name, b.scope) for b in bundles)
     known = {b.name for b in bundles}
+    failed = 0  # failures in a row
     for path, route in routes.items():
         if route.method == "hint" or path not in texts or not known:
+            continue
+        if failed >= GIVE_UP:
+            done.fallbacks += 1  # not asked: the judge's service is down
             continue
         title, text = texts[path]
         request = JudgeRequest(path, title, text, names, route.bundles, dict(route.scores))
@@ -121,7 +128,14 @@ def review(
             done.notes.append(
                 f"{path}: judge {judge.name} failed, the router's placement kept: {exc}"
             )
+            failed += 1
+            if failed == GIVE_UP:
+                done.notes.append(
+                    f"judge {judge.name} failed {GIVE_UP} times in a row: the run's other "
+                    "sources keep the router's placements without asking it"
+                )
             continue
+        failed = 0
         done.judged += 1
         if set(chosen) != set(route.bundles):
             done.overruled += 1
