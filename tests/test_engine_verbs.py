@@ -414,6 +414,32 @@ def test_model_writer_goes_through_the_shared_client(tmp_path: Path) -> None:
     assert ChatHandler.agents == [f"memdir/{__version__}"] * 2
 
 
+def test_model_writer_stops_asking_a_service_that_keeps_failing(tmp_path: Path) -> None:
+    """Every source used to pay the failing service's retries (and, for a host that does not
+    answer, its connect timeout each time): after three failures in a row it is not asked."""
+    ChatHandler.reply = {"title": "x", "key_points": [{"text": "y", "sources": ["x"]}]}
+    ChatHandler.delay, ChatHandler.busy, ChatHandler.agents = 0.0, 1000, []
+    subjects = ["rye loaf", "bread oven", "sourdough starter", "baking tins", "flour sacks"]
+    notes = [
+        (f"n{n}.md", f"# The {s}\n\nA note about the {s}, for baking.\n")
+        for n, s in enumerate(subjects)
+    ]
+    with fake_service(ChatHandler) as url:
+        root = Store.init(tmp_path / "store")
+        overrides = {
+            "engine": {"writer": "openai", "router": "lexical"},
+            "llm": {"base_url": f"{url}/v1", "model": "test-model"},
+        }
+        with Memory.open(root, overrides=overrides) as mem:
+            mem.bundle_add("kitchen", "baking bread, loaf, rye flour, sourdough")
+            mem.ingest(notes)
+            result = mem.consolidate()
+    assert len(result["placements"]) == 5 and result["articles"]
+    assert len(ChatHandler.agents) == 3 * 3  # three sources, each tried three times
+    assert sum("not asked" in n for n in result["notes"]) == 2
+    ChatHandler.busy = 0
+
+
 def test_demo_meets_its_targets(tmp_path: Path) -> None:
     from memdir.demo import build
 

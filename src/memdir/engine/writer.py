@@ -242,15 +242,22 @@ sentence stating one fact from the source, "sources": [source ids]}], "takeaways
 "tags": [str]}. Use only facts in the source. Every key point cites the source id given."""
 
 
+#: Failures in a row after which the model writer stops asking for the rest of its run: a
+#: service that is down would otherwise cost every source its timeout and retries.
+GIVE_UP = 3
+
+
 class ModelWriter:
     """Asks an OpenAI-compatible chat endpoint for the draft; falls back to the extractive
-    writer (and says so in ``notes``) when the endpoint fails, times out or answers badly."""
+    writer (and says so in ``notes``) when the endpoint fails, times out or answers badly,
+    and without asking once it failed ``GIVE_UP`` times in a row."""
 
     name = MODEL
 
     def __init__(self, settings: Any) -> None:
         self.llm = settings.llm
         self.fallback = ExtractiveWriter(settings)
+        self.failed = 0  # failures in a row: after GIVE_UP, this writer stops asking
 
     def _ask(self, request: WriteRequest) -> Mapping[str, Any]:
         if not self.llm.base_url or not self.llm.model:
@@ -284,13 +291,21 @@ class ModelWriter:
         return data
 
     def write(self, request: WriteRequest) -> Draft:
+        if self.failed >= GIVE_UP:
+            draft = self.fallback.write(request)
+            draft.notes.append(
+                f"fallback to extractive: not asked, the model failed {GIVE_UP} times in a row"
+            )
+            return draft
         try:
             data = self._ask(request)
             draft = self._draft(request, data)
         except ProviderError as exc:
+            self.failed += 1
             draft = self.fallback.write(request)
             draft.notes.append(f"fallback to extractive: {exc}")
             return draft
+        self.failed = 0
         return draft
 
     def _draft(self, request: WriteRequest, data: Mapping[str, Any]) -> Draft:
