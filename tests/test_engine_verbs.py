@@ -234,6 +234,12 @@ def test_an_agents_packet_quarantines_a_source_no_bundle_is_for(eng: Memory) -> 
     assert fm["quarantined_by"] == "agent" and fm["route_scores"] == {}
     [entry] = eng.quarantine_list()
     assert entry["path"] == moved["to"] and entry["quarantined_by"] == "agent"
+    from click.testing import CliRunner
+
+    from memdir.cli import cli
+
+    shown = CliRunner().invoke(cli, ["--root", str(eng.root), "quarantine", "list"])
+    assert f"{moved['to']}: a child's party, not baking (by agent)" in shown.output
     # A person who disagrees releases it, and the mark goes with the other stamps.
     released = eng.quarantine_release(moved["to"], bundle="kitchen")
     assert "quarantined_by" not in frontmatter.parse((eng.root / released["path"]).read_text()).fm
