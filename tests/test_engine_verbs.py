@@ -205,6 +205,8 @@ def test_an_agents_packet_quarantines_a_source_no_bundle_is_for(eng: Memory) -> 
     by_name = {i["source"]["path"].rsplit("-", 1)[-1]: i for i in packet["items"]}
     assert set(by_name) == {"bread.md", "party.md"}  # the router filed both
     bread, party_item = by_name["bread.md"], by_name["party.md"]
+    # Each item says how the router placed it, so the agent can weigh a weak placement.
+    assert party_item["route"]["bundles"] == ["kitchen"] and party_item["route"]["scores"]
     article = bread["example_article"].replace("<RFC 3339 time>", "2026-01-01T00:00:00Z")
     filed = {"source": bread["source"]["path"], "bundle": "kitchen", "article": article}
     held = {"source": party_item["source"]["path"], "reason": "  a child's party,\n not baking "}

@@ -343,6 +343,12 @@ def plan(
                     },
                     "bundle": bundle,
                     "topic": request.topic,
+                    # How the router placed it (its bundles and scores), for the agent to weigh.
+                    "route": {
+                        k: v
+                        for k, v in placement(src, route).items()
+                        if k not in ("source", "placed")
+                    },
                     "related_candidates": [r.path for r in request.candidates],
                     "recall": list(request.recall),
                     "example_article": example,
