@@ -419,18 +419,11 @@ def validate_apply(
     filed: set[str] = set()  # sources: one article each
     for n, item in enumerate(listed, start=1):
         where = f"articles[{n}]"
-        if not isinstance(item, Mapping):
-            problems.append(f"{where}: not an object")
+        src = _unseen(item, where, pending, problems)
+        if src is None:
             continue
-        src = pending.get(str(item.get("source", "")))
         bundle = item.get("bundle")
         text = item.get("article")
-        if src is None:
-            problems.append(f"{where}: source {item.get('source')!r} is not an unseen inbox source")
-            continue
-        if src.unreadable:
-            problems.append(f"{where}: {src.unreadable}")
-            continue
         if src.path in filed:
             problems.append(f"{where}: source {src.path!r} has an article earlier in the packet")
             continue
@@ -473,6 +466,24 @@ def validate_apply(
     return Applied(accepted, held_back)
 
 
+def _unseen(
+    item: Any, where: str, pending: Mapping[str, Source], problems: list[str]
+) -> Source | None:
+    """The unseen, readable inbox source a packet entry names; None, with the problem
+    noted, when it names none."""
+    if not isinstance(item, Mapping):
+        problems.append(f"{where}: not an object")
+        return None
+    src = pending.get(str(item.get("source", "")))
+    if src is None:
+        problems.append(f"{where}: source {item.get('source')!r} is not an unseen inbox source")
+        return None
+    if src.unreadable:
+        problems.append(f"{where}: {src.unreadable}")
+        return None
+    return src
+
+
 def _held(
     items: list[Any], pending: Mapping[str, Source], filed: set[str], problems: list[str]
 ) -> list[tuple[Source, str]]:
@@ -482,17 +493,10 @@ def _held(
     named: set[str] = set()
     for n, item in enumerate(items, start=1):
         where = f"quarantine[{n}]"
-        if not isinstance(item, Mapping):
-            problems.append(f"{where}: not an object")
-            continue
-        src = pending.get(str(item.get("source", "")))
-        reason = item.get("reason")
+        src = _unseen(item, where, pending, problems)
         if src is None:
-            problems.append(f"{where}: source {item.get('source')!r} is not an unseen inbox source")
             continue
-        if src.unreadable:
-            problems.append(f"{where}: {src.unreadable}")
-            continue
+        reason = item.get("reason")
         if src.path in filed:
             problems.append(f"{where}: source {src.path!r} has an article in the packet")
             continue

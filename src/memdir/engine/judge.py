@@ -20,14 +20,12 @@ reason, and in runs.tsv (``judged``, ``overruled``, ``judge_fallbacks``).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..doc.text import bad_char
 from ..errors import ProviderError
-from ..providers.openai import OpenAIClient
+from ..providers.openai import chat_with, json_reply
 from ..providers.plugins import hookimpl
 from ..records import field, recordclass
 from . import routing
@@ -226,20 +224,8 @@ class ModelJudge:
             f"Note title: {request.title}\n\n{request.text[:MAX_TEXT_CHARS]}"
         )
         messages = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
-        with OpenAIClient(
-            self.llm.base_url,
-            who="model judge",
-            section="llm",
-            timeout=self.llm.timeout_seconds,
-            api_key_env=self.llm.api_key_env,
-        ) as client:
-            content = str(client.chat(self.llm.model, messages))
-        match = re.search(r"\{.*\}", content, re.S)
-        try:
-            data = json.loads(match.group(0) if match else content)
-        except json.JSONDecodeError as exc:
-            raise ProviderError(f"model judge replied with invalid JSON: {exc}") from exc
-        listed = data.get("bundles") if isinstance(data, dict) else None
+        data = json_reply("model judge", chat_with(self.llm, "model judge", messages))
+        listed = data.get("bundles")
         if not isinstance(listed, list) or not all(isinstance(b, str) for b in listed):
             raise ProviderError('model judge reply has no "bundles" list of names')
         return Verdict(tuple(b.strip() for b in listed if b.strip()), _line(data.get("reason")))

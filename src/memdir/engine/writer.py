@@ -9,7 +9,6 @@ the same article shape, which is then checked against the harness. Writers are p
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +16,7 @@ from typing import Any, Protocol
 
 from ..doc import frontmatter
 from ..errors import ProviderError
-from ..providers.openai import OpenAIClient
+from ..providers.openai import chat_with, json_reply
 from ..providers.plugins import hookimpl
 from ..records import field, recordclass
 from . import okf
@@ -273,22 +272,7 @@ class ModelWriter:
                 f"- {line}" for line in request.recall
             )
         messages = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
-        with OpenAIClient(
-            self.llm.base_url,
-            who="model writer",
-            section="llm",
-            timeout=self.llm.timeout_seconds,
-            api_key_env=self.llm.api_key_env,
-        ) as client:
-            content = client.chat(self.llm.model, messages)
-        match = re.search(r"\{.*\}", str(content), re.S)
-        try:
-            data = json.loads(match.group(0) if match else str(content))
-        except json.JSONDecodeError as exc:
-            raise ProviderError(f"model writer replied with invalid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ProviderError("model writer reply is not a JSON object")
-        return data
+        return json_reply("model writer", chat_with(self.llm, "model writer", messages))
 
     def write(self, request: WriteRequest) -> Draft:
         if self.failed >= GIVE_UP:

@@ -239,3 +239,32 @@ def _retry_after(header: str | None, default: float) -> float:
     if not math.isfinite(asked):
         return default
     return min(max(asked, 0.0), MAX_WAIT_SECONDS)
+
+
+def chat_with(llm: Any, who: str, messages: Sequence[Mapping[str, str]]) -> str:
+    """One chat completion from the ``[llm]`` settings' endpoint (its model, timeout and
+    key): the model writer, the route judge and the compactor ask through this."""
+    with OpenAIClient(
+        llm.base_url,
+        who=who,
+        section="llm",
+        timeout=llm.timeout_seconds,
+        api_key_env=llm.api_key_env,
+    ) as client:
+        return client.chat(llm.model, messages)
+
+
+def json_reply(who: str, content: str) -> dict[str, Any]:
+    """The JSON object a model's answer holds (its first ``{`` to its last ``}``, so prose
+    or a code fence around it is left out); a ProviderError naming ``who`` otherwise."""
+    import json
+    import re
+
+    match = re.search(r"\{.*\}", content, re.S)
+    try:
+        data = json.loads(match.group(0) if match else content)
+    except json.JSONDecodeError as exc:
+        raise ProviderError(f"{who} replied with invalid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProviderError(f"{who} reply is not a JSON object")
+    return data

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from ..errors import ProviderError
 from ..providers import plugins
-from ..providers.openai import OpenAIClient
+from ..providers.openai import chat_with
 from ..providers.plugins import hookimpl
 from ..records import recordclass
 from ..settings import Settings
@@ -258,14 +258,7 @@ class LLMCompactor:
             f"at most {max_chars} characters.\n\nInput:\n{input[:4000]}\n\n"
             f"Work log (JSON lines):\n{log[:12000]}\n\nOutput:\n{output[:4000]}"
         )
-        with OpenAIClient(
-            self.llm.base_url,
-            who="llm compactor",
-            section="llm",
-            timeout=self.llm.timeout_seconds,
-            api_key_env=self.llm.api_key_env,
-        ) as client:
-            text = client.chat(self.llm.model, [{"role": "user", "content": prompt}])
+        text = chat_with(self.llm, "llm compactor", [{"role": "user", "content": prompt}])
         if not text.strip():
             raise ProviderError("llm compactor: empty summary")
         return _fit(text.strip(), max_chars)
