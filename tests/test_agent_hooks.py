@@ -74,6 +74,12 @@ def turn_files(root: Path) -> list[Path]:
     return sorted((root / "episodes" / "turns").rglob("*.md"))
 
 
+def recorded_inputs(root: Path) -> list[str]:
+    """The prompts of the turns the store holds, sorted."""
+    with Memory.open(root) as mem:
+        return sorted(mem.turn_show(p.stem).input for p in turn_files(root))
+
+
 def context_of(out: str, event: str) -> str:
     body = json.loads(out)
     assert body["hookSpecificOutput"]["hookEventName"] == event
@@ -346,9 +352,7 @@ def test_stop_waits_for_a_transcript_claude_code_has_not_written_yet(
     session.prompt("second prompt")
     session.reply("second answer")
     assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
-    with Memory.open(store_root) as mem:
-        inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
-    assert inputs == ["first prompt of a session", "second prompt"]
+    assert recorded_inputs(store_root) == ["first prompt of a session", "second prompt"]
 
 
 def test_a_transcript_that_never_appears_is_waited_for_once(
@@ -372,9 +376,7 @@ def test_a_transcript_that_never_appears_is_waited_for_once(
         assert hook(env, "claude-code", "Stop", session.payload("Stop")) == ""
         took.append(time.monotonic() - started)
     assert took[0] >= 0.6 > took[1]
-    with Memory.open(store_root) as mem:
-        inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
-    assert inputs == ["prompt 0", "prompt 1"]
+    assert recorded_inputs(store_root) == ["prompt 0", "prompt 1"]
 
 
 def test_a_turn_from_the_spool_is_dated_when_it_was_asked(
@@ -461,9 +463,7 @@ def test_a_turn_recorded_from_the_transcript_is_not_recorded_again_from_the_spoo
     assert len(turn_files(store_root)) == 1
     session.answer = "done second"
     assert hook(env, "claude-code", "Stop", session.payload("Stop", transcript_path="")) == ""
-    with Memory.open(store_root) as mem:
-        inputs = sorted(mem.turn_show(p.stem).input for p in turn_files(store_root))
-    assert inputs == ["first", "second, with a subagent"]
+    assert recorded_inputs(store_root) == ["first", "second, with a subagent"]
 
 
 def test_a_turn_recorded_under_its_key_of_before_is_found(
