@@ -259,6 +259,23 @@ def test_release_from_the_coverage_page_is_a_commit_by_the_person(
     assert git(store.root, "log", "-1", "--format=%an").strip() == "web"
 
 
+def test_the_coverage_page_says_who_quarantined_a_source(live: Live) -> None:
+    client = live.client()
+    [by_router] = live.mem.quarantine_list()
+    assert "(by " not in client.get("/coverage").text
+    live.mem.ingest([("fish.md", "# The fish\n\nThe neighbour's goldfish need feeding.\n")])
+    packet = live.mem.consolidate(plan=True)
+    listed = [i["source"]["path"] for i in packet["items"]] + [
+        q["source"] for q in packet["quarantine"]
+    ]
+    [fish] = [path for path in listed if "fish" in path]
+    held = {"source": fish, "reason": "the neighbour's pets"}
+    live.mem.consolidate(apply={"quarantine": [held]}, actor="ana")
+    page = client.get("/coverage").text
+    assert 'the neighbour&#39;s pets <span class="hint">(by ana)</span>' in page
+    assert page.count("(by ") == 1 and by_router["path"] in page
+
+
 def test_static_assets_are_the_packages_own(live: Live) -> None:
     client = live.client()
     js = client.get("/static/ui.js")
