@@ -169,12 +169,22 @@ def test_a_judge_that_breaks_stops_the_run_and_undoes_it(judged: Memory) -> None
     assert not list((judged.root / "wiki").rglob("starter-care*.md"))
 
 
-def test_an_unknown_judge_is_a_config_error(tmp_path: Path) -> None:
-    with Memory.open(Store.init(tmp_path / "s"), overrides={"engine": {"judge": "oracle"}}) as m:
+@pytest.mark.parametrize(
+    ("judge", "said"),
+    [
+        ("oracle", "unknown route judge 'oracle' in engine.judge"),
+        ("openai", "base_url and model are not both set"),  # no [llm] endpoint
+    ],
+)
+def test_a_judge_that_cannot_be_had_is_a_config_error(
+    tmp_path: Path, judge: str, said: str
+) -> None:
+    with Memory.open(Store.init(tmp_path / "s"), overrides={"engine": {"judge": judge}}) as m:
         m.bundle_add("kitchen", "baking bread")
         m.ingest([("bread.md", BREAD)])
-        with pytest.raises(ConfigError, match="unknown route judge 'oracle' in engine.judge"):
+        with pytest.raises(ConfigError, match=said):
             m.consolidate()
+        assert len(list((m.root / "inbox").glob("*.md"))) == 1  # nothing consolidated
 
 
 class JudgeChat(ServiceHandler):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from ..doc.ids import TIME_CHARS, derived_id
 from ..doc.turnrecord import MAX_PARENTS, parent_path, turn_path
 from ..errors import Conflict, MemdirError
-from ..records import field, recordclass
+from ..records import field, recordclass, replace
 from .transcripts import PROMPT_KEY, Transcript, Turn
 
 if TYPE_CHECKING:
@@ -163,9 +163,7 @@ def recorded_as(
     if mem.store.exists(turn_path(ident)):
         return ident
     if turn.legacy_key:
-        old = derived_id(
-            turn.started_ms, f"{transcript.agent}\n{transcript.session}\n{turn.legacy_key}"
-        )
+        old = turn_id(transcript.agent, transcript.session, replace(turn, key=turn.legacy_key))
         if mem.store.exists(turn_path(old)):
             return old
     if not turn.key.startswith(PROMPT_KEY):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..doc.text import bad_char
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
 from ..providers.openai import chat_with, json_reply
 from ..providers.plugins import hookimpl
 from ..records import field, recordclass
@@ -213,10 +213,13 @@ class ModelJudge:
 
     def __init__(self, settings: Any) -> None:
         self.llm = settings.llm
+        if not self.llm.base_url or not self.llm.model:
+            # A judge asked for and not set up: said once, before the run, not per source.
+            raise ConfigError(
+                "engine.judge is 'openai' but [llm] base_url and model are not both set"
+            )
 
     def judge(self, request: JudgeRequest) -> Verdict:
-        if not self.llm.base_url or not self.llm.model:
-            raise ProviderError("[llm] base_url and model must be set for the model judge")
         scopes = "\n".join(f"- {name}: {scope}" for name, scope in request.bundles)
         proposed = ", ".join(request.proposed) or "none (quarantine)"
         user = (
